@@ -1,0 +1,249 @@
+"""Greedy and beam-search decoding with a key/value cache.
+
+Both return, per batch item, the output ids, each step's log-probability, the top-k alternatives
+of each step, and the attention trace of the chosen output. The trace comes from one
+teacher-forced forward pass over the chosen output with weights on: for the paper's computation
+it equals the weights seen while decoding step by step (a test proves it), and it costs one
+parallel pass instead of materialising weights at every step of every beam.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from model.experiment import PAPER, Experiment
+from model.trace import AttentionTrace
+from model.transformer import Transformer
+
+
+@dataclass
+class Hypothesis:
+    """One decoded output.
+
+    tokens: generated ids y1..yT (ends with </s> unless max_len was reached);
+    token_logprobs[t]: log p(y_t | y_<t, x); alternatives[t]: the top-k (id, probability) of step t;
+    score: sum of token_logprobs; normalized_score: score after the length penalty (beam search).
+    """
+
+    tokens: list[int]
+    token_logprobs: list[float]
+    alternatives: list[list[tuple[int, float]]]
+    score: float
+    normalized_score: float
+
+
+@dataclass
+class DecodeOutput:
+    """hypotheses[b] for each batch item; trace [L, B, H, T_max, ...] padded, or None."""
+
+    hypotheses: list[Hypothesis]
+    trace: AttentionTrace | None
+
+
+def default_max_len(model: Transformer, source_len: int) -> int:
+    """A translation rarely exceeds twice its source; never past the positional table."""
+    return min(model.config.max_len, 2 * source_len + 10)
+
+
+def decoder_inputs(model: Transformer, outputs: list[list[int]]) -> torch.Tensor:
+    """<s> y1 .. y_{T-1} per item, right-padded: [B, T_max] (the input that produced y1..yT)."""
+    c = model.config
+    t_max = max(1, max(len(o) for o in outputs))
+    tgt = torch.full((len(outputs), t_max), c.pad_id, dtype=torch.long)
+    for b, out in enumerate(outputs):
+        seq = [c.bos_id, *out[:-1]] if out else [c.bos_id]
+        tgt[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return tgt.to(model.device)
+
+
+def trace_outputs(
+    model: Transformer, src: torch.Tensor, outputs: list[list[int]], experiment: Experiment = PAPER
+) -> AttentionTrace:
+    """Teacher-forced forward with weights over the given outputs: the trace of that output."""
+    tgt = decoder_inputs(model, outputs)
+    result = model(src, tgt, experiment, need_weights=True)
+    assert result.trace is not None
+    return result.trace
+
+
+def _top_k(logp: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+    """logp [N, V] -> per row, the k most likely (id, probability)."""
+    if k <= 0:
+        return [[] for _ in range(logp.size(0))]
+    values, ids = logp.topk(min(k, logp.size(-1)), dim=-1)
+    probs = values.exp().tolist()
+    return [list(zip(i, p, strict=True)) for i, p in zip(ids.tolist(), probs, strict=True)]
+
+
+def _next_token_logprobs(model: Transformer, logits: torch.Tensor) -> torch.Tensor:
+    """logits [N, V] of the last position -> log-probs [N, V]; <pad> and <s> are never generated."""
+    logp = logits.float().log_softmax(dim=-1)
+    logp[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    return logp
+
+
+def _use_cache(experiment: Experiment, use_cache: bool) -> bool:
+    # A cache assumes earlier positions never see later ones; with the causal mask off every
+    # step must recompute the whole prefix.
+    return use_cache and experiment.causal_mask
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: Transformer,
+    src: torch.Tensor,
+    max_len: int | None = None,
+    experiment: Experiment = PAPER,
+    top_k: int = 5,
+    use_cache: bool = True,
+    need_trace: bool = True,
+) -> DecodeOutput:
+    """Pick the most likely token at each step. src: [B, S] (right-padded)."""
+    c = model.config
+    b = src.size(0)
+    max_len = max_len or default_max_len(model, src.size(1))
+    encoded = model.encode(src, experiment)
+    cache = model.new_cache() if _use_cache(experiment, use_cache) else None
+    ys = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
+    finished = torch.zeros(b, dtype=torch.bool, device=src.device)
+    outputs: list[list[int]] = [[] for _ in range(b)]
+    logprobs: list[list[float]] = [[] for _ in range(b)]
+    alternatives: list[list[list[tuple[int, float]]]] = [[] for _ in range(b)]
+    for step in range(max_len):
+        if cache is not None:
+            out = model.decode(ys[:, -1:], encoded, experiment, cache=cache, offset=step)
+        else:
+            out = model.decode(ys, encoded, experiment)
+        logp = _next_token_logprobs(model, out.logits[:, -1])  # [B, V]
+        best = logp.argmax(dim=-1)
+        alts = _top_k(logp, top_k)
+        best_lp = logp.gather(1, best[:, None]).squeeze(1).tolist()
+        for i, tok in enumerate(best.tolist()):
+            if not finished[i]:
+                outputs[i].append(tok)
+                logprobs[i].append(best_lp[i])
+                alternatives[i].append(alts[i])
+        nxt = torch.where(finished, torch.full_like(best, c.pad_id), best)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        finished |= best == c.eos_id
+        if bool(finished.all()):
+            break
+    hyps = [
+        Hypothesis(o, lp, a, sum(lp), sum(lp)) for o, lp, a in zip(outputs, logprobs, alternatives, strict=True)
+    ]
+    trace = trace_outputs(model, src, outputs, experiment) if need_trace else None
+    return DecodeOutput(hyps, trace)
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty ((5 + |Y|) / 6)^alpha (Wu et al., 2016), as used by the paper (alpha 0.6)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    beam_size: int = 4,
+    max_len: int | None = None,
+    alpha: float = 0.6,
+    experiment: Experiment = PAPER,
+    top_k: int = 5,
+    use_cache: bool = True,
+    need_trace: bool = True,
+) -> DecodeOutput:
+    """Beam search over a batch. src: [B, S]. Finished beams stay in the beam, extended by padding
+    at no cost; the final choice among the beams uses the length penalty."""
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    c = model.config
+    b, k = src.size(0), beam_size
+    dev = src.device
+    max_len = max_len or default_max_len(model, src.size(1))
+    src_k = src.repeat_interleave(k, dim=0)  # [B*K, S]
+    encoded = model.encode(src_k, experiment)
+    cache = model.new_cache() if _use_cache(experiment, use_cache) else None
+
+    scores = torch.full((b, k), float("-inf"), device=dev)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    ys = torch.full((b * k, 1), c.bos_id, dtype=torch.long, device=dev)
+    finished = torch.zeros(b * k, dtype=torch.bool, device=dev)
+    lengths = torch.zeros(b * k, dtype=torch.long, device=dev)
+    tok_lp = torch.zeros(b * k, 0, device=dev)  # per-step log-prob of each beam's token
+    alt_ids = torch.zeros(b * k, 0, max(top_k, 0), dtype=torch.long, device=dev)
+    alt_lp = torch.zeros(b * k, 0, max(top_k, 0), device=dev)
+
+    for step in range(max_len):
+        if cache is not None:
+            out = model.decode(ys[:, -1:], encoded, experiment, cache=cache, offset=step)
+        else:
+            out = model.decode(ys, encoded, experiment)
+        logp = _next_token_logprobs(model, out.logits[:, -1])  # [B*K, V]
+        v = logp.size(-1)
+        if top_k > 0:
+            a_lp, a_id = logp.topk(min(top_k, v), dim=-1)
+        # A finished beam continues only with padding, at log-prob 0, so its score is frozen.
+        logp = torch.where(finished[:, None], torch.full_like(logp, float("-inf")), logp)
+        logp[:, c.pad_id] = torch.where(finished, 0.0, float("-inf"))
+        cand = (scores.view(b * k, 1) + logp).view(b, k * v)
+        scores, flat = cand.topk(k, dim=-1)  # [B, K]
+        beam_idx = (flat // v + torch.arange(b, device=dev)[:, None] * k).view(-1)
+        token = (flat % v).view(-1)
+        step_lp = logp.view(b * k, v)[beam_idx, token]
+        was_finished = finished[beam_idx]
+        ys = torch.cat([ys[beam_idx], token[:, None]], dim=1)
+        tok_lp = torch.cat([tok_lp[beam_idx], step_lp[:, None]], dim=1)
+        if top_k > 0:
+            alt_ids = torch.cat([alt_ids[beam_idx], a_id[beam_idx][:, None]], dim=1)
+            alt_lp = torch.cat([alt_lp[beam_idx], a_lp[beam_idx][:, None]], dim=1)
+        lengths = lengths[beam_idx] + (~was_finished).long()
+        finished = was_finished | (token == c.eos_id)
+        if cache is not None:
+            for layer_cache in cache:
+                layer_cache.reorder(beam_idx)
+        if bool(finished.all()):
+            break
+
+    lp = torch.tensor([[length_penalty(int(n), alpha) for n in row] for row in lengths.view(b, k).tolist()],
+                      device=dev)
+    normalized = scores / lp
+    best = normalized.argmax(dim=-1)  # [B]
+    hyps = []
+    for i in range(b):
+        j = i * k + int(best[i])
+        n = int(lengths[j])
+        alts = []
+        if top_k > 0:
+            ids, lps = alt_ids[j, :n].tolist(), alt_lp[j, :n].exp().tolist()
+            alts = [list(zip(a, p, strict=True)) for a, p in zip(ids, lps, strict=True)]
+        else:
+            alts = [[] for _ in range(n)]
+        hyps.append(
+            Hypothesis(
+                tokens=ys[j, 1 : n + 1].tolist(),
+                token_logprobs=tok_lp[j, :n].tolist(),
+                alternatives=alts,
+                score=float(scores[i, int(best[i])]),
+                normalized_score=float(normalized[i, int(best[i])]),
+            )
+        )
+    trace = trace_outputs(model, src, [h.tokens for h in hyps], experiment) if need_trace else None
+    return DecodeOutput(hyps, trace)
+
+
+def decode(
+    model: Transformer,
+    src: torch.Tensor,
+    beam_size: int = 1,
+    max_len: int | None = None,
+    alpha: float = 0.6,
+    experiment: Experiment = PAPER,
+    top_k: int = 5,
+    need_trace: bool = True,
+) -> DecodeOutput:
+    """Greedy when beam_size is 1, else beam search."""
+    if beam_size == 1:
+        return greedy_decode(model, src, max_len, experiment, top_k, need_trace=need_trace)
+    return beam_search(model, src, beam_size, max_len, alpha, experiment, top_k, need_trace=need_trace)
