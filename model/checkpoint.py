@@ -26,6 +26,8 @@ WEIGHTS, CONFIG, TOKENIZER, METADATA = (
     "weights.safetensors", "config.json", "tokenizer.json", "metadata.json",
 )
 REQUIRED_FILES = (WEIGHTS, CONFIG, TOKENIZER, METADATA)
+#: The English->German bundle shipped in the repository (loaded by default by the CLI and app).
+DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parent / "bundles" / "en-de"
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
