@@ -15,7 +15,6 @@ from model.checkpoint import DEFAULT_BUNDLE_DIR
 log = logging.getLogger("attnscope")
 
 
-
 def _translate(args: argparse.Namespace) -> int:
     from model.checkpoint import BundleError, load_bundle
     from model.tokenizer import TokenizationError

@@ -38,7 +38,9 @@ def scaled_dot_product_attention(
     d_k = q.size(-1)
     scale = (1.0 / math.sqrt(d_k) if options.scale else 1.0) / options.temperature
     if not need_weights and options.fusable:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
+        )
         return out, None
 
     # The readable path. Scores in float32 so that -1e9 / -1e-12 fills mean what they say
@@ -74,7 +76,10 @@ class KVCache:
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."""
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O; head_i = Attention(QW_i^Q, KW_i^K, VW_i^V).
+
+    Returns (output, weights or None); weights are computed only when asked for.
+    """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()

@@ -23,7 +23,10 @@ from model.transformer import Transformer
 log = logging.getLogger(__name__)
 
 WEIGHTS, CONFIG, TOKENIZER, METADATA = (
-    "weights.safetensors", "config.json", "tokenizer.json", "metadata.json",
+    "weights.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "metadata.json",
 )
 REQUIRED_FILES = (WEIGHTS, CONFIG, TOKENIZER, METADATA)
 #: The English->German bundle shipped in the repository (loaded by default by the CLI and app).
@@ -73,11 +76,15 @@ def save_bundle(
         raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
     if tokenizer.vocab_size > model.config.vocab_size:
         raise ValueError(
-            f"tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}"
+            f"tokenizer has {tokenizer.vocab_size} tokens but the model only "
+            f"{model.config.vocab_size}"
         )
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu", _DTYPES[dtype]).contiguous() for k, v in _weights_state(model).items()}
+    state = {
+        k: v.detach().to("cpu", _DTYPES[dtype]).contiguous()
+        for k, v in _weights_state(model).items()
+    }
     save_file(state, str(out / WEIGHTS), metadata={"dtype": dtype})
     (out / CONFIG).write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
     tokenizer.save(out / TOKENIZER)
@@ -122,7 +129,8 @@ def load_bundle(path: str | Path, device: str | torch.device = "auto") -> Bundle
         raise BundleError(f"tokenizer.json in bundle {root} cannot be read: {e}") from e
     if tokenizer.vocab_size > config.vocab_size:
         raise BundleError(
-            f"bundle {root}: tokenizer has {tokenizer.vocab_size} tokens, model only {config.vocab_size}"
+            f"bundle {root}: tokenizer has {tokenizer.vocab_size} tokens, "
+            f"model only {config.vocab_size}"
         )
     try:
         state = load_file(str(root / WEIGHTS))

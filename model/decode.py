@@ -131,14 +131,15 @@ def greedy_decode(
         if bool(finished.all()):
             break
     hyps = [
-        Hypothesis(o, lp, a, sum(lp), sum(lp)) for o, lp, a in zip(outputs, logprobs, alternatives, strict=True)
+        Hypothesis(o, lp, a, sum(lp), sum(lp))
+        for o, lp, a in zip(outputs, logprobs, alternatives, strict=True)
     ]
     trace = trace_outputs(model, src, outputs, experiment) if need_trace else None
     return DecodeOutput(hyps, trace)
 
 
 def length_penalty(length: int, alpha: float) -> float:
-    """GNMT length penalty ((5 + |Y|) / 6)^alpha (Wu et al., 2016), as used by the paper (alpha 0.6)."""
+    """GNMT length penalty ((5 + |Y|) / 6)^alpha (Wu et al., 2016); the paper uses alpha 0.6."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -206,8 +207,10 @@ def beam_search(
         if bool(finished.all()):
             break
 
-    lp = torch.tensor([[length_penalty(int(n), alpha) for n in row] for row in lengths.view(b, k).tolist()],
-                      device=dev)
+    lp = torch.tensor(
+        [[length_penalty(int(n), alpha) for n in row] for row in lengths.view(b, k).tolist()],
+        device=dev,
+    )
     normalized = scores / lp
     best = normalized.argmax(dim=-1)  # [B]
     hyps = []
@@ -246,4 +249,6 @@ def decode(
     """Greedy when beam_size is 1, else beam search."""
     if beam_size == 1:
         return greedy_decode(model, src, max_len, experiment, top_k, need_trace=need_trace)
-    return beam_search(model, src, beam_size, max_len, alpha, experiment, top_k, need_trace=need_trace)
+    return beam_search(
+        model, src, beam_size, max_len, alpha, experiment, top_k, need_trace=need_trace
+    )

@@ -20,9 +20,13 @@ def resolve_device(name: str = "auto") -> torch.device:
     except RuntimeError as e:
         raise ValueError(f"unknown device {name!r}; use one of {DEVICE_CHOICES}") from e
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA GPU is available; use 'auto' or 'cpu'")
+        raise ValueError(
+            "device 'cuda' was asked for but no CUDA GPU is available; use 'auto' or 'cpu'"
+        )
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' was asked for but Apple MPS is not available; use 'auto' or 'cpu'")
+        raise ValueError(
+            "device 'mps' was asked for but Apple MPS is not available; use 'auto' or 'cpu'"
+        )
     if device.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"unsupported device {name!r}; use one of {DEVICE_CHOICES}")
     return device

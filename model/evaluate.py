@@ -37,18 +37,30 @@ def read_tsv(path: str | Path, limit: int | None = None) -> list[tuple[str, str]
 
 
 @torch.inference_mode()
-def translate_all(bundle: Bundle, sources: list[str], beam_size: int = 1, batch_size: int = 64,
-                  progress: bool = True) -> list[str]:
+def translate_all(
+    bundle: Bundle,
+    sources: list[str],
+    beam_size: int = 1,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> list[str]:
     """Translate many sentences in length-sorted batches (less padding), output in input order."""
     tok, model = bundle.tokenizer, bundle.model
     encoded = [tok.encode(s, max_tokens=model.config.max_len, allow_unknown=True) for s in sources]
     order = sorted(range(len(sources)), key=lambda i: len(encoded[i]))
     out: list[str] = [""] * len(sources)
-    bar = tqdm(total=len(sources), desc=f"translating (beam {beam_size})", unit="sent",
-               file=sys.stderr, disable=not progress)
+    bar = tqdm(
+        total=len(sources),
+        desc=f"translating (beam {beam_size})",
+        unit="sent",
+        file=sys.stderr,
+        disable=not progress,
+    )
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        src = torch.full((len(idx), max(len(encoded[i]) for i in idx)), tok.pad_id, dtype=torch.long)
+        src = torch.full(
+            (len(idx), max(len(encoded[i]) for i in idx)), tok.pad_id, dtype=torch.long
+        )
         for b, i in enumerate(idx):
             src[b, : len(encoded[i])] = torch.tensor(encoded[i])
         result = decode(model, src.to(model.device), beam_size=beam_size, top_k=0, need_trace=False)
@@ -66,8 +78,9 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, float]:
     }
 
 
-def evaluate(bundle: Bundle, pairs: list[tuple[str, str]], beam_size: int = 1,
-             progress: bool = True) -> dict[str, Any]:
+def evaluate(
+    bundle: Bundle, pairs: list[tuple[str, str]], beam_size: int = 1, progress: bool = True
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     hyps = translate_all(bundle, [s for s, _ in pairs], beam_size, progress=progress)
     result: dict[str, Any] = score(hyps, [r for _, r in pairs])
@@ -81,8 +94,11 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N lines")
     parser.add_argument("--model", default=str(DEFAULT_BUNDLE_DIR), help="bundle directory")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--record", default=None,
-                        help="also store the scores under this name in the bundle's metrics.json")
+    parser.add_argument(
+        "--record",
+        default=None,
+        help="also store the scores under this name in the bundle's metrics.json",
+    )
     parser.add_argument("--output", default=None, help="write the translations to this file")
 
 

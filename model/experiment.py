@@ -73,7 +73,9 @@ class Experiment:
 
     def __post_init__(self) -> None:
         if not self.temperature > 0 or math.isinf(self.temperature):
-            raise ValueError(f"temperature must be a positive finite number, got {self.temperature}")
+            raise ValueError(
+                f"temperature must be a positive finite number, got {self.temperature}"
+            )
         if math.isnan(self.mask_fill) or self.mask_fill > 0:
             raise ValueError(f"mask_fill must be <= 0 (e.g. -inf, -1e9), got {self.mask_fill}")
         if self.mask_mode not in ("fill", "renormalize"):
@@ -91,7 +93,9 @@ class Experiment:
 
     def attention_options(self, kind: AttentionKind, layer: int) -> AttentionOptions:
         """The options of the attention call of `kind` in `layer`."""
-        silenced = tuple(sorted({r.head for r in self.silence if r.kind == kind and r.layer == layer}))
+        silenced = tuple(
+            sorted({r.head for r in self.silence if r.kind == kind and r.layer == layer})
+        )
         return AttentionOptions(
             scale=self.scale_scores,
             temperature=self.temperature,

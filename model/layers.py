@@ -1,4 +1,4 @@
-"""Encoder and decoder layers: attention and FFN sub-layers, each wrapped in residual + LayerNorm."""
+"""Encoder and decoder layers: attention and FFN sub-layers, each in residual + LayerNorm."""
 
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], SublayerOut]) -> SublayerOut:
+    def forward(
+        self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], SublayerOut]
+    ) -> SublayerOut:
         if self.norm_first:
             out, weights = sublayer(self.norm(x))
             return x + self.dropout(out), weights
@@ -52,8 +54,9 @@ class Residual(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention, then FFN."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, norm_first: bool,
-                 eps: float) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float, norm_first: bool, eps: float
+    ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout)
@@ -90,8 +93,9 @@ class DecoderLayerCache:
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder (cross) attention, then FFN."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, norm_first: bool,
-                 eps: float) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float, norm_first: bool, eps: float
+    ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)

@@ -21,7 +21,7 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Look-ahead mask [1, 1, size, size]: query i may see keys 0..i (lower triangle incl. diagonal)."""
+    """Look-ahead mask [1, 1, size, size]: query i may see keys 0..i (lower triangle)."""
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
 
 

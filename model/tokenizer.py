@@ -11,9 +11,8 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from tokenizers import Regex
+from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 WORD_START = "\u2581"
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -68,13 +67,20 @@ class Tokenizer:
         self.hf = hf
         for i, t in enumerate(SPECIAL_TOKENS):
             if hf.token_to_id(t) != i:
-                raise TokenizationError(f"tokenizer must map {t} to id {i}, got {hf.token_to_id(t)}")
+                raise TokenizationError(
+                    f"tokenizer must map {t} to id {i}, got {hf.token_to_id(t)}"
+                )
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = range(4)
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2,
-              limit_alphabet: int = 300) -> Tokenizer:
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        limit_alphabet: int = 300,
+    ) -> Tokenizer:
         """Learn a joint BPE vocabulary from an iterator of sentences (both languages)."""
         tok = _build_empty()
         trainer = trainers.BpeTrainer(
@@ -106,8 +112,13 @@ class Tokenizer:
         return self.hf.get_vocab_size()
 
     # -- use ----------------------------------------------------------------------------------
-    def encode(self, text: str, max_tokens: int | None = None, add_eos: bool = True,
-               allow_unknown: bool = False) -> list[int]:
+    def encode(
+        self,
+        text: str,
+        max_tokens: int | None = None,
+        add_eos: bool = True,
+        allow_unknown: bool = False,
+    ) -> list[int]:
         """Text -> ids (with </s> appended when add_eos). Raises a TokenizationError subclass."""
         if not text or not text.strip():
             raise EmptyTextError("text is empty or only whitespace")

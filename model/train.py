@@ -53,7 +53,9 @@ class TrainConfig:
     clip_norm: float = 1.0
     max_epochs: int = 100
     max_steps: int = 0  # 0: no limit
-    max_minutes: float = 85.0  # stop cleanly after this long (0: no limit); fits the 90-min CPU budget
+    max_minutes: float = (
+        85.0  # stop cleanly after this long (0: no limit); fits the 90-min CPU budget
+    )
     save_every: int = 250  # steps between resumable checkpoints / averaging snapshots
     average_last: int = 5  # average this many last snapshots if it lowers the valid loss
     valid_bleu_sentences: int = 300  # greedy BLEU on this many valid pairs each epoch
@@ -92,7 +94,9 @@ def load_training_pairs(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[t
     corpus = Path(cfg.corpus_dir)
     sentences = corpus / "train_sentences.tsv"
     if not sentences.is_file():
-        raise FileNotFoundError(f"{sentences} not found: build the corpus first with `attnscope data`")
+        raise FileNotFoundError(
+            f"{sentences} not found: build the corpus first with `attnscope data`"
+        )
     train = read_pairs(sentences)
     if cfg.n_phrases:
         phrases = read_pairs(corpus / "train_phrases.tsv")
@@ -102,7 +106,9 @@ def load_training_pairs(cfg: TrainConfig) -> tuple[list[tuple[str, str]], list[t
     return train, valid
 
 
-def encode_pairs(tok: Tokenizer, pairs: list[tuple[str, str]], limit: int) -> list[tuple[list[int], list[int]]]:
+def encode_pairs(
+    tok: Tokenizer, pairs: list[tuple[str, str]], limit: int
+) -> list[tuple[list[int], list[int]]]:
     """Tokenize pairs; drop those over `limit` tokens a side (counted, never truncated)."""
     out = []
     english = tok.hf.encode_batch([en for en, _ in pairs])
@@ -115,12 +121,16 @@ def encode_pairs(tok: Tokenizer, pairs: list[tuple[str, str]], limit: int) -> li
     return out
 
 
-def make_batches(examples: list[tuple[list[int], list[int]]], batch_tokens: int, seed: int) -> list[list[int]]:
+def make_batches(
+    examples: list[tuple[list[int], list[int]]], batch_tokens: int, seed: int
+) -> list[list[int]]:
     """Token-count batching: sort by length (with seeded noise), cut batches whose padded target
     size stays under batch_tokens, shuffle the batch order. Returns lists of example indices."""
     rng = random.Random(seed)
-    order = sorted(range(len(examples)),
-                   key=lambda i: (len(examples[i][1]) + rng.random(), len(examples[i][0])))
+    order = sorted(
+        range(len(examples)),
+        key=lambda i: (len(examples[i][1]) + rng.random(), len(examples[i][0])),
+    )
     batches, cur, cur_max = [], [], 0
     for i in order:
         n = max(len(examples[i][1]), len(examples[i][0]))
@@ -135,8 +145,13 @@ def make_batches(examples: list[tuple[list[int], list[int]]], batch_tokens: int,
     return batches
 
 
-def collate(examples: list[tuple[list[int], list[int]]], idx: list[int], pad: int, bos: int,
-            device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(
+    examples: list[tuple[list[int], list[int]]],
+    idx: list[int],
+    pad: int,
+    bos: int,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """-> src [B, S], decoder input [B, T] (<s> y1..), labels [B, T] (y1.. </s>), right-padded."""
     srcs = [examples[i][0] for i in idx]
     tgts = [examples[i][1] for i in idx]
@@ -159,11 +174,16 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def loss_fn(logits: torch.Tensor, labels: torch.Tensor, pad: int, smoothing: float) -> tuple[torch.Tensor, int]:
+def loss_fn(
+    logits: torch.Tensor, labels: torch.Tensor, pad: int, smoothing: float
+) -> tuple[torch.Tensor, int]:
     """Label-smoothed cross-entropy summed over real tokens; returns (sum, number of tokens)."""
     loss = F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),
-        ignore_index=pad, label_smoothing=smoothing, reduction="sum",
+        logits.float().reshape(-1, logits.size(-1)),
+        labels.reshape(-1),
+        ignore_index=pad,
+        label_smoothing=smoothing,
+        reduction="sum",
     )
     return loss, int((labels != pad).sum())
 
@@ -192,13 +212,18 @@ def valid_loss(model, examples, cfg: TrainConfig, device, pad, bos) -> float:
 
 
 @torch.no_grad()
-def greedy_bleu(model, tok: Tokenizer, pairs: list[tuple[str, str]], device, batch: int = 64) -> float:
+def greedy_bleu(
+    model, tok: Tokenizer, pairs: list[tuple[str, str]], device, batch: int = 64
+) -> float:
     import sacrebleu
 
     model.eval()
     hyps = []
     for i in range(0, len(pairs), batch):
-        chunk = [tok.encode(en, max_tokens=model.config.max_len, allow_unknown=True) for en, _ in pairs[i : i + batch]]
+        chunk = [
+            tok.encode(en, max_tokens=model.config.max_len, allow_unknown=True)
+            for en, _ in pairs[i : i + batch]
+        ]
         src = torch.full((len(chunk), max(map(len, chunk))), tok.pad_id, dtype=torch.long)
         for b, s in enumerate(chunk):
             src[b, : len(s)] = torch.tensor(s)
@@ -214,16 +239,26 @@ def _save_state(path: Path, model, opt, state: dict[str, Any]) -> None:
     """Resumable state. torch.save of tensors and plain data, loaded with weights_only=True
     (no arbitrary unpickling); the bundle itself uses safetensors only."""
     tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "state": state,
-                "rng": torch.get_rng_state()}, tmp)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "state": state,
+            "rng": torch.get_rng_state(),
+        },
+        tmp,
+    )
     tmp.replace(path)
 
 
 def _snapshot(out: Path, model, step: int, keep: int) -> None:
     snaps = out / "snapshots"
     snaps.mkdir(exist_ok=True)
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
-             if k != "generator.weight" or not model.config.tie_embeddings}
+    state = {
+        k: v.detach().cpu().contiguous()
+        for k, v in model.state_dict().items()
+        if k != "generator.weight" or not model.config.tie_embeddings
+    }
     save_file(state, str(snaps / f"step_{step:07d}.safetensors"))
     for old in sorted(snaps.glob("step_*.safetensors"))[:-keep]:
         old.unlink()
@@ -263,14 +298,25 @@ def train(cfg: TrainConfig) -> Path:
     model_cfg = ModelConfig.from_dict({**cfg.model, "vocab_size": tok.vocab_size})
     examples = encode_pairs(tok, train_pairs, min(cfg.max_tokens_per_side, model_cfg.max_len))
     valid_examples = encode_pairs(tok, valid_pairs, model_cfg.max_len)
-    log.info("train examples: %d (of %d pairs); valid: %d", len(examples), len(train_pairs), len(valid_examples))
+    log.info(
+        "train examples: %d (of %d pairs); valid: %d",
+        len(examples),
+        len(train_pairs),
+        len(valid_examples),
+    )
 
     from model.transformer import Transformer
 
     model = Transformer(model_cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps)
-    state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "elapsed_s": 0.0, "tokens": 0,
-             "best_valid_loss": math.inf}
+    state = {
+        "step": 0,
+        "epoch": 0,
+        "batch_in_epoch": 0,
+        "elapsed_s": 0.0,
+        "tokens": 0,
+        "best_valid_loss": math.inf,
+    }
     ckpt = out / "last.pt"
     if ckpt.is_file():
         saved = torch.load(ckpt, map_location=device, weights_only=True)
@@ -289,8 +335,13 @@ def train(cfg: TrainConfig) -> Path:
     model.train()
     while state["epoch"] < cfg.max_epochs and not stop:
         batches = make_batches(examples, cfg.batch_tokens, seed=cfg.seed + state["epoch"])
-        bar = tqdm(total=len(batches), initial=state["batch_in_epoch"], desc=f"epoch {state['epoch'] + 1}",
-                   unit="batch", dynamic_ncols=True)
+        bar = tqdm(
+            total=len(batches),
+            initial=state["batch_in_epoch"],
+            desc=f"epoch {state['epoch'] + 1}",
+            unit="batch",
+            dynamic_ncols=True,
+        )
         win_tokens, win_loss, win_t = 0, 0.0, time.time()
         for bi in range(state["batch_in_epoch"], len(batches)):
             src, dec_in, labels = collate(examples, batches[bi], pad, bos, device)
@@ -305,15 +356,25 @@ def train(cfg: TrainConfig) -> Path:
             (loss_sum / n_tok).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
             opt.step()
-            state.update(step=step, batch_in_epoch=bi + 1, tokens=state["tokens"] + n_tok,
-                         elapsed_s=time.time() - start)
+            state.update(
+                step=step,
+                batch_in_epoch=bi + 1,
+                tokens=state["tokens"] + n_tok,
+                elapsed_s=time.time() - start,
+            )
             win_tokens += n_tok
             win_loss += float(loss_sum.detach())
             bar.update(1)
             if step % cfg.log_every == 0:
                 tps = win_tokens / max(time.time() - win_t, 1e-9)
-                rec = {"step": step, "epoch": state["epoch"] + 1, "loss": win_loss / win_tokens,
-                       "lr": lr, "tokens_per_s": tps, "elapsed_s": state["elapsed_s"]}
+                rec = {
+                    "step": step,
+                    "epoch": state["epoch"] + 1,
+                    "loss": win_loss / win_tokens,
+                    "lr": lr,
+                    "tokens_per_s": tps,
+                    "elapsed_s": state["elapsed_s"],
+                }
                 log_file.write(json.dumps(rec) + "\n")
                 log_file.flush()
                 bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{tps:.0f}", lr=f"{lr:.2e}")
@@ -329,9 +390,20 @@ def train(cfg: TrainConfig) -> Path:
             state.update(epoch=state["epoch"] + 1, batch_in_epoch=0)
         vloss = valid_loss(model, valid_examples, cfg, device, pad, bos)
         bleu = greedy_bleu(model, tok, bleu_pairs, device) if bleu_pairs else float("nan")
-        rec = {"step": state["step"], "epoch": state["epoch"], "valid_loss": vloss,
-               "valid_bleu": bleu, "elapsed_s": time.time() - start}
-        log.info("epoch %d step %d: valid loss %.3f, greedy BLEU %.2f", state["epoch"], state["step"], vloss, bleu)
+        rec = {
+            "step": state["step"],
+            "epoch": state["epoch"],
+            "valid_loss": vloss,
+            "valid_bleu": bleu,
+            "elapsed_s": time.time() - start,
+        }
+        log.info(
+            "epoch %d step %d: valid loss %.3f, greedy BLEU %.2f",
+            state["epoch"],
+            state["step"],
+            vloss,
+            bleu,
+        )
         log_file.write(json.dumps(rec) + "\n")
         log_file.flush()
         _save_state(ckpt, model, opt, state)
@@ -341,8 +413,15 @@ def train(cfg: TrainConfig) -> Path:
     return export_bundle(cfg, model, tok, state, valid_examples, device, train_count=len(examples))
 
 
-def export_bundle(cfg: TrainConfig, model, tok: Tokenizer, state: dict[str, Any], valid_examples,
-                  device: torch.device, train_count: int) -> Path:
+def export_bundle(
+    cfg: TrainConfig,
+    model,
+    tok: Tokenizer,
+    state: dict[str, Any],
+    valid_examples,
+    device: torch.device,
+    train_count: int,
+) -> Path:
     """Choose last vs averaged weights by valid loss, write the bundle with log and metrics."""
     pad, bos = model.config.pad_id, model.config.bos_id
     out = Path(cfg.out_dir)
@@ -367,19 +446,26 @@ def export_bundle(cfg: TrainConfig, model, tok: Tokenizer, state: dict[str, Any]
         "description": "English->German Transformer trained by attnscope's own `attnscope train`.",
         "data": {
             "sources": [
-                "Tatoeba English-German pairs (CC-BY 2.0 FR), via tatoeba.org and www.manythings.org/anki",
+                "Tatoeba English-German pairs (CC-BY 2.0 FR), via tatoeba.org and "
+                "www.manythings.org/anki",
                 "Ding German-English dictionary, Debian package trans-de-en (GPL-2+), https://dict.tu-chemnitz.de/",
             ],
             "train_examples": train_count,
             "n_phrases": cfg.n_phrases,
         },
         "training": {
-            "steps": state["step"], "epochs_completed": state["epoch"], "target_tokens": state["tokens"],
-            "elapsed_minutes": round(state["elapsed_s"] / 60, 2), "device": str(device),
+            "steps": state["step"],
+            "epochs_completed": state["epoch"],
+            "target_tokens": state["tokens"],
+            "elapsed_minutes": round(state["elapsed_s"] / 60, 2),
+            "device": str(device),
             "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
             "threads": torch.get_num_threads(),
             "tokens_per_s": round(state["tokens"] / max(state["elapsed_s"], 1e-9), 1),
-            "amp": cfg.amp, "weights": chosen, "valid_loss_last": last_loss, "valid_loss_average": avg_loss,
+            "amp": cfg.amp,
+            "weights": chosen,
+            "valid_loss_last": last_loss,
+            "valid_loss_average": avg_loss,
             "parameters": model.num_parameters(),
         },
     }

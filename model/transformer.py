@@ -32,7 +32,8 @@ class EncoderOutput:
 
 @dataclass
 class DecoderOutput:
-    """logits [B, T, vocab]; self_weights [L_dec, B, H, T, T_total]; cross_weights [L_dec, B, H, T, S]."""
+    """logits [B, T, vocab]; self_weights [L_dec, B, H, T, T_total];
+    cross_weights [L_dec, B, H, T, S]."""
 
     logits: torch.Tensor
     self_weights: torch.Tensor | None
@@ -62,10 +63,16 @@ class Transformer(nn.Module):
         self.positional = PositionalEncoding(c.d_model, c.max_len)
         self.embed_dropout = nn.Dropout(c.dropout)
         layer_args = (c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.layer_norm_eps)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(c.n_encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(c.n_decoder_layers))
-        # Pre-norm stacks end with a LayerNorm (their residual stream is never normalised otherwise).
-        norm = (lambda: nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)) if c.norm_first else nn.Identity
+        self.encoder_layers = nn.ModuleList(
+            EncoderLayer(*layer_args) for _ in range(c.n_encoder_layers)
+        )
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(*layer_args) for _ in range(c.n_decoder_layers)
+        )
+        # Pre-norm stacks end with a LayerNorm (nothing else normalises their residual stream).
+        norm = (
+            (lambda: nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)) if c.norm_first else nn.Identity
+        )
         self.encoder_norm = norm()
         self.decoder_norm = norm()
         self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
@@ -91,10 +98,13 @@ class Transformer(nn.Module):
 
     # ----------------------------------------------------------------------------------------
     def check_experiment(self, experiment: Experiment, source_len: int) -> None:
-        """Raise ExperimentError if the experiment names heads/positions the model or input lacks."""
+        """Raise ExperimentError if the experiment names heads/positions that do not exist."""
         c = self.config
-        layers = {"encoder_self": c.n_encoder_layers, "decoder_self": c.n_decoder_layers,
-                  "cross": c.n_decoder_layers}
+        layers = {
+            "encoder_self": c.n_encoder_layers,
+            "decoder_self": c.n_decoder_layers,
+            "cross": c.n_decoder_layers,
+        }
         for ref in experiment.silence:
             if ref.layer >= layers[ref.kind]:
                 raise ExperimentError(
@@ -103,7 +113,8 @@ class Transformer(nn.Module):
                 )
             if ref.head >= c.n_heads:
                 raise ExperimentError(
-                    f"silence: head {ref.head} does not exist (the model has {c.n_heads} heads, 0-based)"
+                    f"silence: head {ref.head} does not exist "
+                    f"(the model has {c.n_heads} heads, 0-based)"
                 )
         bad = [p for p in experiment.hide_source if p >= source_len]
         if bad:
@@ -116,8 +127,10 @@ class Transformer(nn.Module):
                 "no softmax"
             )
 
-    def embed_tokens(self, tokens: torch.Tensor, experiment: Experiment, offset: int = 0) -> torch.Tensor:
-        """tokens [B, T] -> embedding * sqrt(d_model) + PE(offset..), with dropout: [B, T, d_model]."""
+    def embed_tokens(
+        self, tokens: torch.Tensor, experiment: Experiment, offset: int = 0
+    ) -> torch.Tensor:
+        """tokens [B, T] -> dropout(embedding * sqrt(d_model) + PE(offset..)): [B, T, d_model]."""
         x = self.embed(tokens) * math.sqrt(self.config.d_model)
         x = self.positional(x, offset=offset, enabled=experiment.positional_encoding)
         return self.embed_dropout(x)
@@ -196,7 +209,7 @@ class Transformer(nn.Module):
         experiment: Experiment = PAPER,
         need_weights: bool = False,
     ) -> ModelOutput:
-        """Teacher forcing. src: [B, S], tgt: [B, T] (decoder input, <s> first) -> logits [B, T, V]."""
+        """Teacher forcing: src [B, S], tgt [B, T] (decoder input, <s> first) -> logits."""
         encoded = self.encode(src, experiment, need_weights)
         decoded = self.decode(tgt, encoded, experiment, need_weights)
         trace = None

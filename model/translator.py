@@ -64,9 +64,17 @@ class Translator:
             src[i, : len(seq)] = torch.tensor(seq)
         return src.to(self.model.device), ids
 
-    def _result(self, text: str, src_ids: list[int], out_ids: list[int], logprobs: list[float],
-                alternatives: list[list[tuple[int, float]]], score: float,
-                trace: AttentionTrace | None, b: int) -> TranslationResult:
+    def _result(
+        self,
+        text: str,
+        src_ids: list[int],
+        out_ids: list[int],
+        logprobs: list[float],
+        alternatives: list[list[tuple[int, float]]],
+        score: float,
+        trace: AttentionTrace | None,
+        b: int,
+    ) -> TranslationResult:
         tok = self.tokenizer
         tokens = tok.tokens(out_ids)
         steps = [
@@ -80,9 +88,16 @@ class Translator:
             item.target_tokens = [tokens]
             item.decoder_input_tokens = [dec_in]
         return TranslationResult(
-            text=text, translation=tok.decode(out_ids), source_ids=src_ids,
-            source_tokens=tok.tokens(src_ids), target_ids=out_ids, target_tokens=tokens,
-            decoder_input_tokens=dec_in, steps=steps, score=score, trace=item,
+            text=text,
+            translation=tok.decode(out_ids),
+            source_ids=src_ids,
+            source_tokens=tok.tokens(src_ids),
+            target_ids=out_ids,
+            target_tokens=tokens,
+            decoder_input_tokens=dec_in,
+            steps=steps,
+            score=score,
+            trace=item,
         )
 
     @torch.inference_mode()
@@ -108,17 +123,23 @@ class Translator:
         out = decode(self.model, src, beam_size, max_len, alpha, experiment, top_k, need_trace)
         t2 = time.perf_counter()
         results = [
-            self._result(text, seq, h.tokens, h.token_logprobs, h.alternatives, h.score, out.trace, b)
+            self._result(
+                text, seq, h.tokens, h.token_logprobs, h.alternatives, h.score, out.trace, b
+            )
             for b, (text, seq, h) in enumerate(zip(batch, ids, out.hypotheses, strict=True))
         ]
         for r in results:
-            r.timings_ms = {"tokenize": (t1 - t0) * 1e3, "decode": (t2 - t1) * 1e3,
-                            "total": (time.perf_counter() - t0) * 1e3}
+            r.timings_ms = {
+                "tokenize": (t1 - t0) * 1e3,
+                "decode": (t2 - t1) * 1e3,
+                "total": (time.perf_counter() - t0) * 1e3,
+            }
         return results
 
     @torch.inference_mode()
-    def force(self, text: str, target: str, experiment: Experiment = PAPER,
-              top_k: int = 5) -> TranslationResult:
+    def force(
+        self, text: str, target: str, experiment: Experiment = PAPER, top_k: int = 5
+    ) -> TranslationResult:
         """Teacher forcing: feed `target` to the decoder and report each of its tokens'
         probabilities and the trace, instead of decoding."""
         t0 = time.perf_counter()
@@ -132,11 +153,15 @@ class Translator:
         logits = self.model(src, decoder_inputs(self.model, [out_ids]), experiment).logits[0]
         logp = logits.float().log_softmax(-1)  # [T, V]
         chosen = logp.gather(1, torch.tensor(out_ids, device=logp.device)[:, None]).squeeze(1)
-        values, alt = logp.topk(min(top_k, logp.size(-1)), dim=-1) if top_k > 0 else (logp[:, :0],) * 2
+        values, alt = (
+            logp.topk(min(top_k, logp.size(-1)), dim=-1) if top_k > 0 else (logp[:, :0],) * 2
+        )
         alternatives = [
-            list(zip(a, p, strict=True)) for a, p in zip(alt.tolist(), values.exp().tolist(), strict=True)
+            list(zip(a, p, strict=True))
+            for a, p in zip(alt.tolist(), values.exp().tolist(), strict=True)
         ]
-        res = self._result(text, ids[0], out_ids, chosen.tolist(), alternatives,
-                           float(chosen.sum()), trace, 0)
+        res = self._result(
+            text, ids[0], out_ids, chosen.tolist(), alternatives, float(chosen.sum()), trace, 0
+        )
         res.timings_ms = {"total": (time.perf_counter() - t0) * 1e3}
         return res

@@ -14,10 +14,17 @@ from model.transformer import Transformer
 
 # A few sentences in both languages, enough for a BPE vocabulary that covers the test inputs.
 TOY_SENTENCES = [
-    "The cat is sleeping on the sofa.", "Die Katze schläft auf dem Sofa.",
-    "I go home.", "Ich gehe nach Hause.", "Where is the station?", "Wo ist der Bahnhof?",
-    "We like to read books.", "Wir lesen gern Bücher.", "The weather is nice today!",
-    "Das Wetter ist heute schön!", "<img src=x onerror=alert(1)> \"'&;:()[]{}/\\-_=+*#@$%^~`|",
+    "The cat is sleeping on the sofa.",
+    "Die Katze schläft auf dem Sofa.",
+    "I go home.",
+    "Ich gehe nach Hause.",
+    "Where is the station?",
+    "Wo ist der Bahnhof?",
+    "We like to read books.",
+    "Wir lesen gern Bücher.",
+    "The weather is nice today!",
+    "Das Wetter ist heute schön!",
+    "<img src=x onerror=alert(1)> \"'&;:()[]{}/\\-_=+*#@$%^~`|",
     "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ äöüß ÄÖÜ éèà",
 ]
 
@@ -32,8 +39,12 @@ def make_tiny_bundle(path: Path, seed: int = 0, **overrides: object) -> Path:
     tok = Tokenizer.train(TOY_SENTENCES * 5, vocab_size=200, min_frequency=1)
     config = ModelConfig(vocab_size=tok.vocab_size, **{**TINY_CONFIG, **overrides})
     model = Transformer(config)
-    meta = {"name": path.name, "source_language": "en", "target_language": "de",
-            "description": "tiny random model for tests"}
+    meta = {
+        "name": path.name,
+        "source_language": "en",
+        "target_language": "de",
+        "description": "tiny random model for tests",
+    }
     return save_bundle(path, model, tok, meta)
 
 
