@@ -47,6 +47,17 @@ def default_max_len(model: Transformer, source_len: int) -> int:
     return min(model.config.max_len, 2 * source_len + 10)
 
 
+def max_lengths(model: Transformer, src: torch.Tensor, max_len: int | None) -> torch.Tensor:
+    """Per item, how many tokens it may produce: [B] long. Without an explicit max_len, each
+    item's default comes from its own unpadded length, so that what else shares the batch
+    (and how long the batch is padded) never changes a sentence's output."""
+    if max_len:
+        return torch.full((src.size(0),), max_len, dtype=torch.long, device=src.device)
+    real = (src != model.config.pad_id).sum(dim=1).tolist()
+    limits = [default_max_len(model, int(n)) for n in real]
+    return torch.tensor(limits, dtype=torch.long, device=src.device)
+
+
 def decoder_inputs(model: Transformer, outputs: list[list[int]]) -> torch.Tensor:
     """<s> y1 .. y_{T-1} per item, right-padded: [B, T_max] (the input that produced y1..yT)."""
     c = model.config
@@ -103,7 +114,7 @@ def greedy_decode(
     """Pick the most likely token at each step. src: [B, S] (right-padded)."""
     c = model.config
     b = src.size(0)
-    max_len = max_len or default_max_len(model, src.size(1))
+    limits = max_lengths(model, src, max_len)  # [B]
     encoded = model.encode(src, experiment)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
     ys = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
@@ -111,7 +122,7 @@ def greedy_decode(
     outputs: list[list[int]] = [[] for _ in range(b)]
     logprobs: list[list[float]] = [[] for _ in range(b)]
     alternatives: list[list[list[tuple[int, float]]]] = [[] for _ in range(b)]
-    for step in range(max_len):
+    for step in range(int(limits.max())):
         if cache is not None:
             out = model.decode(ys[:, -1:], encoded, experiment, cache=cache, offset=step)
         else:
@@ -127,7 +138,7 @@ def greedy_decode(
                 alternatives[i].append(alts[i])
         nxt = torch.where(finished, torch.full_like(best, c.pad_id), best)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
-        finished |= best == c.eos_id
+        finished |= (best == c.eos_id) | (step + 1 >= limits)
         if bool(finished.all()):
             break
     hyps = [
@@ -162,7 +173,7 @@ def beam_search(
     c = model.config
     b, k = src.size(0), beam_size
     dev = src.device
-    max_len = max_len or default_max_len(model, src.size(1))
+    limits = max_lengths(model, src, max_len).repeat_interleave(k)  # [B*K]
     src_k = src.repeat_interleave(k, dim=0)  # [B*K, S]
     encoded = model.encode(src_k, experiment)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
@@ -176,7 +187,7 @@ def beam_search(
     alt_ids = torch.zeros(b * k, 0, max(top_k, 0), dtype=torch.long, device=dev)
     alt_lp = torch.zeros(b * k, 0, max(top_k, 0), device=dev)
 
-    for step in range(max_len):
+    for step in range(int(limits.max())):
         if cache is not None:
             out = model.decode(ys[:, -1:], encoded, experiment, cache=cache, offset=step)
         else:
@@ -200,7 +211,7 @@ def beam_search(
             alt_ids = torch.cat([alt_ids[beam_idx], a_id[beam_idx][:, None]], dim=1)
             alt_lp = torch.cat([alt_lp[beam_idx], a_lp[beam_idx][:, None]], dim=1)
         lengths = lengths[beam_idx] + (~was_finished).long()
-        finished = was_finished | (token == c.eos_id)
+        finished = was_finished | (token == c.eos_id) | (lengths >= limits)
         if cache is not None:
             for layer_cache in cache:
                 layer_cache.reorder(beam_idx)
