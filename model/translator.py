@@ -137,6 +137,43 @@ class Translator:
         return results
 
     @torch.inference_mode()
+    def translate_ids(
+        self,
+        source_ids: list[int],
+        beam_size: int = 1,
+        max_len: int | None = None,
+        top_k: int = 5,
+        alpha: float = 0.6,
+        experiment: Experiment = PAPER,
+        need_trace: bool = True,
+    ) -> TranslationResult:
+        """Translate a source given as token ids, used as they are (e.g. a reordering of a
+        sentence's tokens, which tokenizing text again would not reproduce). The result's `text`
+        is the decoded source."""
+        if not source_ids or len(source_ids) > self.max_tokens:
+            raise TokenizationError(f"source must have 1..{self.max_tokens} tokens")
+        t0 = time.perf_counter()
+        self.model.check_experiment(experiment, len(source_ids))
+        src = torch.tensor([source_ids], dtype=torch.long, device=self.model.device)
+        if max_len is not None:
+            max_len = min(max_len, self.model.config.max_len)
+        out = decode(self.model, src, beam_size, max_len, alpha, experiment, top_k, need_trace)
+        h = out.hypotheses[0]
+        text = self.tokenizer.decode(source_ids)
+        res = self._result(
+            text,
+            list(source_ids),
+            h.tokens,
+            h.token_logprobs,
+            h.alternatives,
+            h.score,
+            out.trace,
+            0,
+        )
+        res.timings_ms = {"total": (time.perf_counter() - t0) * 1e3}
+        return res
+
+    @torch.inference_mode()
     def force(
         self, text: str, target: str, experiment: Experiment = PAPER, top_k: int = 5
     ) -> TranslationResult:
