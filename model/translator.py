@@ -175,14 +175,19 @@ class Translator:
 
     @torch.inference_mode()
     def force(
-        self, text: str, target: str, experiment: Experiment = PAPER, top_k: int = 5
+        self, text: str, target: str | list[int], experiment: Experiment = PAPER, top_k: int = 5
     ) -> TranslationResult:
         """Teacher forcing: feed `target` to the decoder and report each of its tokens'
-        probabilities and the trace, instead of decoding."""
+        probabilities and the trace, instead of decoding. `target` is text, or output ids
+        y1..yT used as they are (e.g. another run's output, which re-tokenizing its decoded
+        text might not reproduce)."""
         t0 = time.perf_counter()
         src, ids = self.encode_batch([text])
         self.model.check_experiment(experiment, len(ids[0]))
-        out_ids = self.tokenizer.encode(target, max_tokens=self.max_tokens)
+        if isinstance(target, str):
+            out_ids = self.tokenizer.encode(target, max_tokens=self.max_tokens)
+        else:
+            out_ids = list(target)
         trace = trace_outputs(self.model, src, [out_ids], experiment)
         # Same pass without weights for the logits (cheap; keeps trace_outputs single-purpose).
         from model.decode import decoder_inputs
