@@ -243,3 +243,17 @@ def test_translating_a_sentences_ids_equals_translating_its_text(tiny_bundle) ->
     assert by_ids.source_tokens == by_text.source_tokens
     assert by_ids.text == tiny_bundle.tokenizer.decode(by_text.source_ids)
     torch.testing.assert_close(by_ids.trace.cross, by_text.trace.cross)
+
+
+def test_forcing_output_ids_equals_forcing_the_text_they_came_from(tiny_bundle) -> None:
+    from model.translator import Translator
+
+    tr = Translator(tiny_bundle)
+    src, ref = "I go home.", "Ich gehe nach Hause."
+    by_text = tr.force(src, ref, top_k=0)
+    by_ids = tr.force(src, by_text.target_ids, top_k=0)
+    assert by_ids.target_ids == by_text.target_ids
+    assert by_ids.score == pytest.approx(by_text.score)
+    # ... and its per-token scores are token_logprobs under the same experiment
+    (lp,) = token_logprobs(tr.model, torch.tensor([by_text.source_ids]), [by_text.target_ids])
+    assert [s.prob for s in by_ids.steps] == pytest.approx(lp.exp().tolist(), rel=1e-5)
