@@ -26,7 +26,7 @@ from model.experiment import PAPER, AttentionKind, Experiment
 from model.masks import causal_mask, combine, padding_mask
 from model.transformer import Transformer
 
-# -- positional encoding ---------------------------------------------------------------------------
+# -- positional encoding --------------------------------------------------------------------------
 
 
 def wavelengths(d_model: int) -> torch.Tensor:
@@ -82,7 +82,7 @@ def sentence_vectors(model: Transformer, ids: Sequence[int]) -> SentenceVectors:
     return SentenceVectors(emb.cpu(), pos.cpu(), (emb + pos).cpu())
 
 
-# -- the order experiment --------------------------------------------------------------------------
+# -- the order experiment -------------------------------------------------------------------------
 
 
 def check_permutation(permutation: Sequence[int], n: int) -> None:
@@ -137,7 +137,7 @@ def order_difference(
     return OrderComparison(perm, diff, float(diff.max()))
 
 
-# -- masks -----------------------------------------------------------------------------------------
+# -- masks ----------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -245,7 +245,7 @@ def token_logprobs(
     return result
 
 
-# -- scaling ---------------------------------------------------------------------------------------
+# -- scaling --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -265,9 +265,9 @@ def qk_variance(d_ks: Sequence[int], samples: int, seed: int = 0) -> QKVariance:
     gen = torch.Generator().manual_seed(seed)
     raw, scaled = [], []
     for d in d_ks:
-        q = torch.randn(samples, d, generator=gen, dtype=torch.float64)
-        k = torch.randn(samples, d, generator=gen, dtype=torch.float64)
-        dots = (q * k).sum(dim=-1)  # [samples]
+        q = torch.randn(samples, d, generator=gen)  # float32: 4x faster to draw than float64
+        k = torch.randn(samples, d, generator=gen)
+        dots = (q * k).sum(dim=-1).double()  # [samples]
         raw.append(dots.var())
         scaled.append((dots / math.sqrt(d)).var())
     return QKVariance(list(d_ks), torch.stack(raw).float(), torch.stack(scaled).float())
