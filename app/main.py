@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from app.routes import api, pages
+from app.routes import api, experiments, pages
 from app.security import SecurityMiddleware
 from app.service import InferenceService, InputError, NoModelsError, UnknownModelError
 from app.settings import Settings, get_settings
@@ -93,7 +93,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Unexpected exceptions become a generic 500 in SecurityMiddleware (logged, no traceback sent).
 
     app.include_router(api.router)
+    app.include_router(experiments.router)
     app.include_router(pages.router)
+    app.include_router(experiments.pages)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
