@@ -15,7 +15,7 @@ import torch
 
 from model.experiment import PAPER, Experiment
 from model.trace import AttentionTrace
-from model.transformer import Transformer
+from model.transformer import EncoderOutput, Transformer
 
 
 @dataclass
@@ -91,8 +91,26 @@ def _top_k(logp: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
 def _next_token_logprobs(model: Transformer, logits: torch.Tensor) -> torch.Tensor:
     """logits [N, V] of the last position -> log-probs [N, V]; <pad> and <s> are never generated."""
     logp = logits.float().log_softmax(dim=-1)
-    logp[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    # Two plain column fills: indexing with a list would go through the much slower index_put.
+    logp[:, model.config.pad_id] = float("-inf")
+    logp[:, model.config.bos_id] = float("-inf")
     return logp
+
+
+def _decoding_memory(encoded: EncoderOutput, repeats: int = 1) -> EncoderOutput:
+    """The encoder output that decoding attends to, each item repeated `repeats` times (beams).
+
+    A key mask that hides nothing (no padding, no hidden positions: one sentence) is dropped, so
+    cross-attention at every step runs without one; the result is the same.
+    """
+    mask = encoded.key_mask
+    if mask is not None and bool(mask.all()):
+        mask = None
+    memory = encoded.memory
+    if repeats > 1:
+        memory = memory.repeat_interleave(repeats, dim=0)
+        mask = None if mask is None else mask.repeat_interleave(repeats, dim=0)
+    return EncoderOutput(memory, mask, None)
 
 
 def _use_cache(experiment: Experiment, use_cache: bool) -> bool:
@@ -115,7 +133,7 @@ def greedy_decode(
     c = model.config
     b = src.size(0)
     limits = max_lengths(model, src, max_len)  # [B]
-    encoded = model.encode(src, experiment)
+    encoded = _decoding_memory(model.encode(src, experiment))
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
     ys = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(b, dtype=torch.bool, device=src.device)
@@ -131,8 +149,9 @@ def greedy_decode(
         best = logp.argmax(dim=-1)
         alts = _top_k(logp, top_k)
         best_lp = logp.gather(1, best[:, None]).squeeze(1).tolist()
+        done = finished.tolist()  # one transfer per step, not one per batch item
         for i, tok in enumerate(best.tolist()):
-            if not finished[i]:
+            if not done[i]:
                 outputs[i].append(tok)
                 logprobs[i].append(best_lp[i])
                 alternatives[i].append(alts[i])
@@ -174,8 +193,8 @@ def beam_search(
     b, k = src.size(0), beam_size
     dev = src.device
     limits = max_lengths(model, src, max_len).repeat_interleave(k)  # [B*K]
-    src_k = src.repeat_interleave(k, dim=0)  # [B*K, S]
-    encoded = model.encode(src_k, experiment)
+    # Encode each sentence once and give every beam a copy of its memory: [B*K, S, d_model].
+    encoded = _decoding_memory(model.encode(src, experiment), repeats=k)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
 
     scores = torch.full((b, k), float("-inf"), device=dev)

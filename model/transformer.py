@@ -179,7 +179,9 @@ class Transformer(nn.Module):
         t = tgt.size(1)
         total = offset + t
         self_mask = None
-        if experiment.causal_mask:
+        # One new position after cached ones may see all of them: its causal row is all True,
+        # so incremental decoding skips building (and applying) a mask at every step.
+        if experiment.causal_mask and not (cache is not None and t == 1):
             # Rows are the new positions offset..total-1; columns every position 0..total-1.
             self_mask = causal_mask(total, tgt.device)[:, :, offset:, :]
         if experiment.padding_mask and cache is None:
