@@ -63,9 +63,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from model.checkpoint import BundleError
     from model.evaluate import run_evaluate_command
 
-    return run_evaluate_command(args)
+    try:
+        return run_evaluate_command(args)
+    except (BundleError, OSError) as e:  # a missing or corrupt bundle, an unreadable TSV file
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def _serve(args: argparse.Namespace) -> int:
