@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from app.experiments import ExperimentSettings, get_experiment_settings
@@ -587,3 +588,35 @@ def test_without_models_experiments_answer_503_and_math_still_works(tmp_path: Pa
         assert out["d_model"] == 64 and out["model_d_model"] is None
         assert c.get("/api/scaling", params={"d_k": [2]}).status_code == 200
         assert c.get("/heads").status_code == 200
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_experiments_run_on_the_gpu_with_the_cpu_results(
+    tiny_bundle_dir: Path, client: TestClient
+) -> None:
+    bodies = {
+        "/api/experiment": {"text": SENTENCE, **FAST, "experiment": {"hide_source": [1]}},
+        "/api/masks": {"texts": TEXTS, "targets": TARGETS},
+        "/api/order": {"text": "I go home."},
+        "/api/positional/sentence": {"text": "I go home."},
+    }
+    with TestClient(create_app(Settings(model_dir=tiny_bundle_dir, device="auto"))) as gpu:
+        assert gpu.get("/api/health").json()["device"].startswith("cuda")
+        for url, body in bodies.items():
+            on_gpu, on_cpu = post_ok(gpu, url, body), post_ok(client, url, body)
+            if url == "/api/experiment":
+                assert (
+                    on_gpu["experiment"]["target_tokens"] == on_cpu["experiment"]["target_tokens"]
+                )
+                for kind in KINDS:
+                    a, b = on_gpu["diff"]["kinds"][kind], on_cpu["diff"]["kinds"][kind]
+                    assert a["max_abs_diff"] == pytest.approx(b["max_abs_diff"], abs=1e-3)
+            elif url == "/api/masks":
+                for f_gpu, f_cpu in zip(on_gpu["fills"], on_cpu["fills"], strict=True):
+                    assert f_gpu["kinds"]["cross"]["leaked_max"] == pytest.approx(
+                        f_cpu["kinds"]["cross"]["leaked_max"], abs=1e-3
+                    )
+            elif url == "/api/order":
+                assert on_gpu["runs"][1]["encoder_max_diff"] < 1e-4
+            else:
+                np.testing.assert_allclose(on_gpu["total"], on_cpu["total"], atol=1e-4)

@@ -296,14 +296,17 @@ def test_heads_page_silences_a_clicked_head_and_changes_the_temperature(
     screenshot(session, "heads.png")
 
 
-def test_a_shared_heads_link_restores_the_experiment(session: ExperimentPage) -> None:
+def test_a_shared_heads_link_restores_the_experiment_and_shows_markup_as_text(
+    session: ExperimentPage,
+) -> None:
     page = session.page
-    query = {"text": "I go home.", "kind": "encoder_self", "layer": "1", "head": "2"}
+    text = "<img src=x onerror=alert(1)>"
+    query = {"text": text, "kind": "encoder_self", "layer": "1", "head": "2"}
     with page.expect_response(lambda r: r.url.endswith("/api/experiment")) as info:
         session.open("/heads", {**query, "silence": "e0.3", "noscale": "1", "temp": "0.5"})
     session.wait_render("experiment")
     sent = json.loads(info.value.request.post_data)
-    assert sent["text"] == "I go home."
+    assert sent["text"] == text
     assert sent["experiment"] == {
         "scale_scores": False,
         "temperature": 0.5,
@@ -312,7 +315,15 @@ def test_a_shared_heads_link_restores_the_experiment(session: ExperimentPage) ->
     assert not page.is_checked("#scale")
     assert page.is_checked("input[name='view-kind'][value='encoder_self']")
     assert page.input_value("#view-layer") == "1" and page.input_value("#view-head") == "2"
+    cell = page.locator(".ov-cell[data-kind='encoder_self'][data-layer='0'][data-head='3']")
+    assert cell.get_attribute("aria-pressed") == "true"
     fig = session.figure("map-diff")
     tokens = info.value.json()["baseline"]["source_tokens"]
+    assert any("<" in t for t in tokens), tokens
     assert unescape_plotly(fig["x"]) == unescape_plotly(fig["y"]) == tokens
+    assert fig["xticks"] == tokens, "tick labels show the raw characters"
     assert "Encoder self L1 H2" in session.figure("map-experiment")["title"]
+    # The markup stayed text: nothing ran, no image was created.
+    assert page.evaluate("() => window.__xss") is None
+    assert page.locator("img[src='x']").count() == 0
+    assert not session.watch.dialogs
