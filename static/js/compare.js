@@ -34,6 +34,8 @@ function tokenChips(tokens, changed = new Set(), baseTokens = null) {
 
 /** The two translations, changed tokens marked, and the log-probability change. */
 export function renderTranslations(container, body) {
+  // A translation of special tokens only decodes to "": say so rather than show nothing.
+  const words = (t) => t || "(no words: only special tokens)";
   const d = body.diff;
   const changed = new Set(d.changed_positions);
   const forced = body.mode === "force";
@@ -41,14 +43,14 @@ export function renderTranslations(container, body) {
     el("div", { class: "cmp-row" }, [
       el("span", { class: "cmp-label", text: "Paper" }),
       el("div", { class: "cmp-body" }, [
-        el("p", { class: "cmp-translation", lang: "de", text: body.baseline.translation, id: "baseline-translation" }),
+        el("p", { class: "cmp-translation", lang: "de", text: words(body.baseline.translation), id: "baseline-translation" }),
         el("div", { class: "tokens", id: "baseline-tokens" }, tokenChips(body.baseline.target_tokens)),
       ]),
     ]),
     el("div", { class: "cmp-row is-experiment" }, [
       el("span", { class: "cmp-label", text: "Experiment" }),
       el("div", { class: "cmp-body" }, [
-        el("p", { class: "cmp-translation", lang: "de", text: body.experiment.translation, id: "experiment-translation" }),
+        el("p", { class: "cmp-translation", lang: "de", text: words(body.experiment.translation), id: "experiment-translation" }),
         el(
           "div",
           { class: "tokens", id: "experiment-tokens" },
