@@ -164,7 +164,11 @@ class ExperimentIn(TranslateIn):
         description="German text to force (teacher forcing) instead of decoding; at most "
         "max_chars characters and max_tokens tokens.",
     )
-    experiment: ExperimentSpec = Field(default_factory=ExperimentSpec)
+    experiment: ExperimentSpec = Field(
+        default_factory=ExperimentSpec,
+        description="What to change; every field defaults to the paper. Indices are checked "
+        "against the model (layers, heads) and the sentence (hide_source).",
+    )
 
     @field_validator("target")
     @classmethod
