@@ -233,7 +233,10 @@ def beam_search(
         finished = was_finished | (token == c.eos_id) | (lengths >= limits)
         if cache is not None:
             for layer_cache in cache:
-                layer_cache.reorder(beam_idx)
+                # Only self-attention states differ between beams: every beam of a sentence
+                # holds the same cross-attention keys/values (its encoder memory), and beams
+                # only ever take over beams of their own sentence.
+                layer_cache.self_attn.reorder(beam_idx)
         if bool(finished.all()):
             break
 
