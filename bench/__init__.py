@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (never pass/fail tests); see bench/README.md."""
