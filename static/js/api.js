@@ -1,0 +1,93 @@
+// The JSON API client: requests, and error messages a person can act on.
+
+/** An API call that failed; `message` is meant for the user, `status` is the HTTP status. */
+export class ApiError extends Error {
+  constructor(message, status = 0, detail = null) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
+/**
+ * Turn FastAPI's `detail` (a string, or pydantic's list of {loc, msg}) into one readable line,
+ * naming the field: "beam_size: Input should be less than or equal to 8".
+ */
+export function errorMessage(detail, status) {
+  if (typeof detail === "string" && detail) return detail;
+  if (Array.isArray(detail) && detail.length) {
+    return detail
+      .map((err) => {
+        if (typeof err === "string") return err;
+        const loc = (err.loc || []).filter((part) => part !== "body").join(".");
+        const msg = err.msg || JSON.stringify(err);
+        return loc ? `${loc}: ${msg}` : msg;
+      })
+      .join("; ");
+  }
+  if (detail && typeof detail === "object") return detail.message || JSON.stringify(detail);
+  return status ? `The server answered with HTTP ${status}.` : "The request failed.";
+}
+
+async function request(url, options) {
+  let res;
+  try {
+    res = await fetch(url, options);
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError("Could not reach the attnscope server. Is it still running?", 0);
+  }
+  const text = await res.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (!res.ok) {
+    const detail = body && typeof body === "object" ? body.detail : null;
+    throw new ApiError(errorMessage(detail ?? text.slice(0, 300), res.status), res.status, detail);
+  }
+  if (body === null) throw new ApiError("The server sent a response that is not JSON.", res.status);
+  return { body, text };
+}
+
+/** GET a JSON resource. */
+export async function getJSON(url, { signal } = {}) {
+  return (await request(url, { headers: { Accept: "application/json" }, signal })).body;
+}
+
+/** POST JSON; returns {body, text} (text is the raw response, kept for downloads). */
+export async function postJSON(url, payload, { signal } = {}) {
+  return request(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify(payload),
+    signal,
+  });
+}
+
+/**
+ * POST /api/translate. `params`: {text, model, beam_size, top_k, max_length, kinds, layers,
+ * heads, ...}; the page always asks for the compact encoding. Returns {body, text}.
+ */
+export function translate(params, { signal } = {}) {
+  const payload = { encoding: "compact", ...params };
+  for (const key of Object.keys(payload)) if (payload[key] == null) delete payload[key];
+  return postJSON("/api/translate", payload, { signal });
+}
+
+/** Save `text` as a file through a Blob and a temporary download link. */
+export function downloadText(text, filename, type = "application/json") {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = filename;
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  // Revoke later: the download may not have started yet when click() returns.
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
