@@ -6,7 +6,7 @@ import * as api from "./api.js";
 import { KINDS, KIND_NAMES, decodeAttention, maxOf } from "./attention.js";
 import { afterPaint, clear, el } from "./dom.js";
 import { OverviewGrid, describeSelection } from "./grid.js";
-import { drawHeatmap } from "./heatmap.js";
+import { drawHeatmap, heatmapHeight } from "./heatmap.js";
 import { DEFAULT_STATE, readState, writeState } from "./state.js";
 import { renderSteps } from "./steps.js";
 import { renderTokenLinks } from "./tokenlinks.js";
@@ -290,6 +290,9 @@ class ExplorerPage {
       zmin: 0,
       zmax: this.state.shared ? 1 : maxOf(picked.values),
       filename: name,
+      // As tall as the overview grid beside it (no hole under a short sentence's map), within
+      // what a laptop screen shows at once.
+      height: Math.min(760, Math.max(heatmapHeight(maps.nQ), $("overview").closest(".panel").offsetHeight)),
     });
   }
 

@@ -127,7 +127,7 @@ export function drawHeatmap(div, opts) {
   const config = {
     responsive: true,
     displaylogo: false,
-    displayModeBar: true,
+    displayModeBar: "hover", // the toolbar (PNG download, zoom) shows while the pointer is over the plot
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "zoomIn2d", "zoomOut2d"],
     toImageButtonOptions: { format: "png", filename: opts.filename ?? "attnscope-heatmap", scale: 2 },
   };
