@@ -10,10 +10,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.routes import api, experiments, pages
 from app.security import SecurityMiddleware
@@ -48,6 +50,22 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
         status_code=422,
         content={"detail": detail or "invalid request", "errors": jsonable_encoder(slim)},
     )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's own HTTP errors, except a body it could not parse as JSON for a reason other
+    than a syntax error (it answers those with a bare 400): bytes that are not UTF-8, or
+    nesting deeper than the parser's recursion limit. They get the same 422 as any malformed
+    JSON, saying what is wrong with the body."""
+    assert isinstance(exc, StarletteHTTPException)
+    cause = exc.__cause__
+    if exc.status_code == 400 and isinstance(cause, UnicodeDecodeError):
+        detail = f"body: malformed JSON (not UTF-8 text: byte {cause.start} is invalid)"
+        return JSONResponse(status_code=422, content={"detail": detail})
+    if exc.status_code == 400 and isinstance(cause, RecursionError):
+        detail = "body: malformed JSON (arrays or objects nested too deeply)"
+        return JSONResponse(status_code=422, content={"detail": detail})
+    return await http_exception_handler(request, exc)
 
 
 def _error(status: int):
@@ -87,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(SecurityMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(InputError, _error(422))
     app.add_exception_handler(UnknownModelError, _error(404))
     app.add_exception_handler(NoModelsError, _error(503))
