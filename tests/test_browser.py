@@ -227,7 +227,10 @@ def test_translating_draws_every_view_with_the_returned_tokens(session: Explorer
     assert unescape_plotly(fig["y"]) == cross["query_tokens"] == body["target_tokens"]
     assert fig["xticks"] == body["source_tokens"]
     assert fig["yticks"] == body["target_tokens"]
-    assert fig["xvals"] == list(range(len(body["source_tokens"]))), "numeric axis, not categorical"
+    # Numeric axes with tick labels, not categorical ones that would merge equal tokens: the tiny
+    # model splits this sentence into pieces that repeat (e.g. "▁s" in "sleeping" and "sofa").
+    assert len(set(body["source_tokens"])) < len(body["source_tokens"])
+    assert fig["xvals"] == list(range(len(body["source_tokens"])))
     assert fig["yrange"][0] > fig["yrange"][1], "y axis reversed: first query on top"
     np.testing.assert_allclose(fig["z"], decode_maps(cross)[0, 0], atol=1e-6)
     assert "layer 0" in fig["title"] and "head 0" in fig["title"]
