@@ -12,6 +12,10 @@ from model.config import ModelConfig
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
+# The suite runs tiny models next to a uvicorn thread and Chromium: one intra-op thread avoids
+# the oversubscription that makes 2-core machines crawl (measured: 186 s vs 8 s for the toy task).
+torch.set_num_threads(1)
+
 # A few sentences in both languages, enough for a BPE vocabulary that covers the test inputs.
 TOY_SENTENCES = [
     "The cat is sleeping on the sofa.",

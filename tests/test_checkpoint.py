@@ -16,20 +16,10 @@ from model.checkpoint import BundleError, load_bundle, save_bundle
 from model.config import ModelConfig
 from model.transformer import Transformer
 from tests.conftest import make_tiny_bundle
+from tests.helpers import assert_close
 
 SRC = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
 TGT = torch.tensor([[1, 11, 12, 13], [1, 14, 0, 0]])
-
-
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1.3e-6
-) -> None:
-    """Like torch.testing.assert_close (same float32 defaults), without its first call's
-    import of torch.distributed and sympy (seconds on a busy CPU)."""
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual.detach().double() - expected.detach().double()).abs().max()
-        raise AssertionError(f"not close: max abs difference {float(diff):.3g} (atol {atol})")
 
 
 def outputs(model: Transformer) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -13,6 +13,7 @@ from model.experiment import PAPER, Experiment, HeadRef
 from model.trace import AttentionTrace
 from model.transformer import ExperimentError, Transformer
 from model.translator import Translator
+from tests.helpers import assert_close
 
 PAD, BOS, EOS = 0, 1, 2
 CONFIG = ModelConfig(
@@ -30,17 +31,6 @@ SRC = torch.tensor([[5, 6, 7, 8, 9, EOS], [10, 11, 12, EOS, PAD, PAD]])
 TGT = torch.tensor([[BOS, 13, 14, 15, 16], [BOS, 17, 18, PAD, PAD]])
 SRC_LEN, TGT_LEN = [6, 4], [5, 3]
 KINDS = ("encoder_self", "decoder_self", "cross")
-
-
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1.3e-6
-) -> None:
-    """Like torch.testing.assert_close (same float32 defaults), without its first call's
-    import of torch.distributed and sympy (seconds on a busy CPU)."""
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual.detach().double() - expected.detach().double()).abs().max()
-        raise AssertionError(f"not close: max abs difference {float(diff):.3g} (atol {atol})")
 
 
 @pytest.fixture(scope="module")

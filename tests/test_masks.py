@@ -12,23 +12,13 @@ from model.config import ModelConfig
 from model.masks import causal_mask, combine, hidden_positions_mask, padding_mask
 from model.trace import AttentionTrace
 from model.transformer import Transformer
+from tests.helpers import assert_close
 
 PAD = 0
 # Two sources of real lengths 5 and 3, two decoder inputs of real lengths 4 and 2 (right-padded).
 SRC = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, PAD, PAD]])
 TGT = torch.tensor([[1, 5, 6, 7], [1, 8, PAD, PAD]])
 SRC_LEN, TGT_LEN = [5, 3], [4, 2]
-
-
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1.3e-6
-) -> None:
-    """Like torch.testing.assert_close (same float32 defaults), without its first call's
-    import of torch.distributed and sympy (seconds on a busy CPU)."""
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual.detach().double() - expected.detach().double()).abs().max()
-        raise AssertionError(f"not close: max abs difference {float(diff):.3g} (atol {atol})")
 
 
 @pytest.fixture(scope="module")

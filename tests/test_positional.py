@@ -8,17 +8,7 @@ import pytest
 import torch
 
 from model.positional import PositionalEncoding, sinusoidal_encoding
-
-
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1.3e-6
-) -> None:
-    """Like torch.testing.assert_close (same float32 defaults), without its first call's
-    import of torch.distributed and sympy (seconds on a busy CPU)."""
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual.detach().double() - expected.detach().double()).abs().max()
-        raise AssertionError(f"not close: max abs difference {float(diff):.3g} (atol {atol})")
+from tests.helpers import assert_close
 
 
 def reference_encoding(n_positions: int, d_model: int) -> list[list[float]]:

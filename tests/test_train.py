@@ -29,6 +29,7 @@ from model.train import (
     train,
 )
 from model.transformer import Transformer
+from tests.helpers import assert_close
 
 SUBJECTS = [("I", "Ich"), ("We", "Wir"), ("They", "Sie"), ("You", "Ihr")]
 VERBS = [("see", "sehen"), ("like", "mögen"), ("need", "brauchen")]
@@ -41,17 +42,6 @@ TINY_MODEL = {
     "d_ff": 64,
     "max_len": 32,
 }
-
-
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1.3e-6
-) -> None:
-    """Like torch.testing.assert_close (same float32 defaults), without its first call's
-    import of torch.distributed and sympy (seconds on a busy CPU)."""
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual.detach().double() - expected.detach().double()).abs().max()
-        raise AssertionError(f"not close: max abs difference {float(diff):.3g} (atol {atol})")
 
 
 def toy_pairs() -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ import torch
 from model.config import ModelConfig
 from model.decode import greedy_decode
 from model.transformer import Transformer
+from tests.helpers import assert_close
 
 PAD, BOS, EOS = 0, 1, 2
 CONFIG = ModelConfig(
@@ -22,17 +23,6 @@ CONFIG = ModelConfig(
     dropout=0.0,
     max_len=64,
 )
-
-
-def assert_close(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1.3e-6
-) -> None:
-    """Like torch.testing.assert_close (same float32 defaults), without its first call's
-    import of torch.distributed and sympy (seconds on a busy CPU)."""
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
-        diff = (actual.detach().double() - expected.detach().double()).abs().max()
-        raise AssertionError(f"not close: max abs difference {float(diff):.3g} (atol {atol})")
 
 
 @pytest.fixture(scope="module")
