@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.routes import api, experiments, pages
-from app.security import SecurityMiddleware
+from app.security import ConcurrencyLimitMiddleware, SecurityMiddleware
 from app.service import InferenceService, InputError, NoModelsError, UnknownModelError
 from app.settings import Settings, get_settings
 
@@ -103,6 +103,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Routes ask for settings through get_settings; make them see the ones given here.
     app.dependency_overrides[get_settings] = lambda: settings
 
+    # Added first = innermost: the security middleware still answers (and adds its headers)
+    # before a request waits for its turn.
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent)
     app.add_middleware(SecurityMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

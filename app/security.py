@@ -8,6 +8,7 @@ user middleware, so its answers would lack the headers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -129,3 +130,32 @@ class SecurityMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class ConcurrencyLimitMiddleware:
+    """At most `limit` POST requests under /api/ (the inference routes) run at once; the others
+    wait here, in the event loop, holding no worker thread.
+
+    FastAPI runs plain `def` routes in a thread pool of 40: without a bound, a burst of large
+    requests runs 40 model calls at once, each holding its tensors and its JSON (a 256-token
+    answer with nested maps peaks at ~300 MB), sharing the same cores, so every one of them is
+    slow. GET requests (pages, health, static files) are never held back.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self._semaphore: asyncio.Semaphore | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") != "POST"
+            or not str(scope.get("path", "")).startswith("/api/")
+        ):
+            await self.app(scope, receive, send)
+            return
+        if self._semaphore is None:  # created on first use, in the server's event loop
+            self._semaphore = asyncio.Semaphore(self.limit)
+        async with self._semaphore:
+            await self.app(scope, receive, send)

@@ -67,6 +67,13 @@ class Settings(BaseSettings):
         ge=0,
         description="torch intra-op threads per process (0 = torch's default, one per core).",
     )
+    max_concurrent: int = Field(
+        default=2,
+        ge=1,
+        description="POST /api/... requests (model inference) handled at once per worker; "
+        "others wait their turn. Bounds memory (a 256-token answer with nested maps peaks at "
+        "~300 MB while it is built) and keeps latency steady under load.",
+    )
 
     @field_validator("device")
     @classmethod
