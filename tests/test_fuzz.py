@@ -9,7 +9,11 @@ Short by design (CI): a bounded number of examples per operation, positive and n
 from __future__ import annotations
 
 import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import schemathesis
@@ -92,3 +96,51 @@ def test_a_body_json_cannot_parse_for_other_reasons_is_a_422_not_a_bare_400(
         # Other HTTP errors keep FastAPI's answers.
         assert client.get("/no-such-page").status_code == 404
         assert client.delete("/api/translate").status_code == 405
+
+
+class _SlowService:
+    """Stands in for InferenceService: each translate holds its slot until released and counts
+    how many run at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = self.most = self.calls = 0
+        self.release = threading.Event()
+        self.models = {"slow": None}
+        self.names = ["slow"]
+        self.device = "cpu"
+
+    def translate(self, req: object) -> object:
+        with self.lock:
+            self.running += 1
+            self.calls += 1
+            self.most = max(self.most, self.running)
+        self.release.wait(10)
+        time.sleep(0.05)
+        with self.lock:
+            self.running -= 1
+        return SimpleNamespace(model_dump_json=lambda: "{}")
+
+
+def test_inference_requests_run_at_most_max_concurrent_at_once_and_gets_never_wait(
+    tiny_bundle_dir: Path,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    app = create_app(Settings(model_dir=tiny_bundle_dir, device="cpu", max_concurrent=2))
+    slow = _SlowService()
+    app.dependency_overrides[get_service] = lambda: slow
+    with TestClient(app) as client, ThreadPoolExecutor(6) as pool:
+        futures = [
+            pool.submit(client.post, "/api/translate", json={"text": "hi"}) for _ in range(6)
+        ]
+        deadline = time.monotonic() + 10
+        while slow.running < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the other four would have started by now if nothing held them
+        assert (slow.running, slow.calls) == (2, 2)
+        # Pages and GETs under /api are not held back by busy inference slots.
+        assert client.get("/api/health").status_code == 200
+        slow.release.set()
+        assert [f.result().status_code for f in futures] == [200] * 6
+    assert slow.most == 2 and slow.calls == 6
