@@ -32,6 +32,7 @@ from bench.common import (
     add_output_args,
     machine_info,
     median,
+    model_max_len,
     percentile,
     resolve_bundle,
     table,
@@ -150,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         if args.limit_tokens:
-            n = args.limit_tokens
+            # The server's limit is min(max_tokens, the model's max_len): 256 for the shipped
+            # model, less for the tiny test model.
+            n = min(args.limit_tokens, model_max_len(choice.path))
             text = text_with_tokens(tok, n)
             for enc in ENCODINGS:
                 body = {"text": text, "beam_size": args.beam, "encoding": enc}
@@ -186,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(rows, cols))
     if limit_rows:
-        print(f"\ntoken limit ({args.limit_tokens} source tokens):\n")
+        n = limit_rows[0]["tokens"]
+        print(f"\ntoken limit ({n} source tokens):\n")
         print(table(limit_rows, cols))
-        print(f"\n{args.limit_tokens + 1} source tokens: HTTP {over_status} ({over_detail})")
+        print(f"\n{n + 1} source tokens: HTTP {over_status} ({over_detail})")
     print(
         f"\n{args.requests} sequential requests per case after {args.warmup} warm-up; "
         "round trip measured by the client (httpx keep-alive), kB = 1000 bytes of body; "

@@ -34,6 +34,7 @@ from bench.common import (
     add_bundle_args,
     add_output_args,
     machine_info,
+    model_max_len,
     percentile,
     resolve_bundle,
     table,
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_selector("#translate-button:not([disabled])")
             print(f"server: {server.url}; browser: Chromium {browser.version}\n")
             for n in args.tokens:
+                if n > model_max_len(choice.path):
+                    print(f"  N={n}: skipped, the model takes fewer tokens")
+                    continue
                 text = text_with_tokens(tok, n)
                 runs = run_case(page, text, n if fixed_length else None, args.runs)
                 grid = [r["grid_ms"] for r in runs if r["grid_ms"] is not None]

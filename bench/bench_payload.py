@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for n in args.tokens:
+        if n > c.max_len:
+            print(f"  N={n}: skipped, the model takes at most {c.max_len} tokens")
+            continue
         text = text_with_tokens(translator.tokenizer, n)
         out_len = min(c.max_len, max(1, round(n * args.out_ratio)))
         result = translator.translate(text, max_len=out_len, need_trace=True)[0]

@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:  # `python bench/x.py` puts bench/ first on the pa
 
 from model.checkpoint import DEFAULT_BUNDLE_DIR, save_bundle  # noqa: E402
 from model.config import ModelConfig  # noqa: E402
-from model.tokenizer import Tokenizer  # noqa: E402
+from model.tokenizer import TokenizationError, Tokenizer  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
 
 log = logging.getLogger("bench")
@@ -172,29 +172,45 @@ def suppress_eos(model: Transformer) -> None:
 
 # -- inputs ---------------------------------------------------------------------------------------
 def text_with_tokens(tokenizer: Tokenizer, n: int, corpus: str = CORPUS) -> str:
-    """English text whose encoding has exactly `n` ids, the closing </s> included (n >= 2)."""
+    """English text whose encoding has exactly `n` ids, the closing </s> included (n >= 2).
+
+    Words with characters the tokenizer does not know (a small test vocabulary) lose those
+    characters or are left out.
+    """
     if n < 2:
         raise ValueError(f"n must be >= 2 (one word and </s>), got {n}")
-    words = corpus.split()
 
-    def count(ws: list[str]) -> int:
-        return len(tokenizer.encode(" ".join(ws)))
+    def count(ws: list[str]) -> int | None:
+        try:
+            return len(tokenizer.encode(" ".join(ws)))
+        except TokenizationError:
+            return None
 
+    words = []
+    for w in corpus.split():
+        if count([w]) is None:
+            w = "".join(ch for ch in w if ch.isalnum())
+        if w and count([w]) is not None:
+            words.append(w)
+    if not words:
+        raise RuntimeError("the tokenizer knows none of the corpus words")
     out: list[str] = []
     i = 0
     # Whole words while they fit; then one-token fillers close the gap exactly.
-    while True:
-        w = words[i % len(words)]
-        if count([*out, w]) > n:
-            break
-        out.append(w)
+    while (c := count([*out, words[i % len(words)]])) is not None and c <= n:
+        out.append(words[i % len(words)])
         i += 1
-    for filler in ("a", "I", ".", ",", "the"):
-        while count(out) < n and count([*out, filler]) <= n:
+    for filler in ("a", "I", ".", ",", "the", *words):
+        while (count(out) or 0) < n and (count([*out, filler]) or n + 1) <= n:
             out.append(filler)
     if count(out) != n:
         raise RuntimeError(f"could not build a text of exactly {n} tokens")
     return " ".join(out)
+
+
+def model_max_len(bundle_dir: Path) -> int:
+    """The bundle's positional-table length: the most source tokens it accepts."""
+    return int(json.loads((bundle_dir / "config.json").read_text())["max_len"])
 
 
 # -- statistics and output ------------------------------------------------------------------------
@@ -224,12 +240,15 @@ def fmt(value: Any, digits: int = 1) -> str:
 
 
 def table(
-    rows: Iterable[dict[str, Any]], columns: Sequence[tuple[str, str]], digits: int = 1
+    rows: Iterable[dict[str, Any]], columns: Sequence[tuple[str, ...]], digits: int = 1
 ) -> str:
-    """Rows as a Markdown table; columns are (key, header) pairs."""
+    """Rows as a Markdown table; columns are (key, header) or (key, header, digits) tuples."""
     rows = list(rows)
-    cells = [[fmt(r.get(k, ""), digits) for k, _ in columns] for r in rows]
-    heads = [h for _, h in columns]
+    cells = [
+        [fmt(r.get(col[0], ""), int(col[2]) if len(col) > 2 else digits) for col in columns]
+        for r in rows
+    ]
+    heads = [col[1] for col in columns]
     widths = [
         max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(heads)
     ]
