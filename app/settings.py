@@ -68,11 +68,12 @@ class Settings(BaseSettings):
         description="torch intra-op threads per process (0 = torch's default, one per core).",
     )
     max_concurrent: int = Field(
-        default=2,
+        default=1,
         ge=1,
         description="POST /api/... requests (model inference) handled at once per worker; "
         "others wait their turn. Bounds memory (a 256-token answer with nested maps peaks at "
-        "~300 MB while it is built) and keeps latency steady under load.",
+        "~300 MB while it is built) and keeps latency steady under load. 1 suits the default "
+        "threads (one per core: each request uses every core); with threads=1, cores / threads.",
     )
 
     @field_validator("device")
