@@ -91,3 +91,16 @@ export function downloadText(text, filename, type = "application/json") {
   // Revoke later: the download may not have started yet when click() returns.
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
+
+/** Show `message` in an alert box (role="alert"), or hide the box when there is none. */
+export function showError(box, message) {
+  box.hidden = !message;
+  box.textContent = message ?? "";
+}
+
+/** The user-facing text of an error: the server's message, or a note that drawing failed. */
+export function errorText(err) {
+  if (err instanceof ApiError) return err.message;
+  console.warn(err); // a bug, not bad input: keep the stack
+  return `Something went wrong while drawing: ${err.message}`;
+}

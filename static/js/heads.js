@@ -42,17 +42,6 @@ function parseSilence(text) {
   return out;
 }
 
-function showError(box, message) {
-  box.hidden = !message;
-  box.textContent = message ?? "";
-}
-
-function errorText(err) {
-  if (err instanceof api.ApiError) return err.message;
-  console.warn(err); // a bug, not bad input: keep the stack
-  return `Something went wrong while drawing: ${err.message}`;
-}
-
 /** The slider holds log2(T) in quarter steps, so 1/8..8 spreads evenly around the paper's 1. */
 function temperatureOf(sliderValue) {
   return 2 ** Number(sliderValue);
@@ -182,7 +171,7 @@ class HeadsPage {
     button.disabled = true;
     button.classList.toggle("is-busy", true);
     $("maps").setAttribute("aria-busy", "true");
-    showError(box, null);
+    api.showError(box, null);
     const text = $("text").value;
     try {
       const body = experimentBody({ text, top_k: 0, experiment: this.experiment() });
@@ -207,7 +196,7 @@ class HeadsPage {
       markRendered("experiment");
     } catch (err) {
       if (err.name === "AbortError") return;
-      showError(box, errorText(err));
+      api.showError(box, api.errorText(err));
     } finally {
       if (this.inflight === controller) {
         this.inflight = null;
@@ -298,13 +287,13 @@ class HeadsPage {
       ]);
       markRendered("scaling");
     } catch (err) {
-      $("scaling-meta").textContent = errorText(err);
+      $("scaling-meta").textContent = api.errorText(err);
     }
   }
 
   start() {
     if (!window.Plotly) {
-      showError($("heads-error"), "The plotting library could not be loaded from /vendor/plotly.min.js.");
+      api.showError($("heads-error"), "The plotting library could not be loaded from /vendor/plotly.min.js.");
       return;
     }
     this.drawScaling();

@@ -34,17 +34,6 @@ function flatten(rows) {
   return out;
 }
 
-function showError(box, message) {
-  box.hidden = !message;
-  box.textContent = message ?? "";
-}
-
-function errorText(err) {
-  if (err instanceof api.ApiError) return err.message;
-  console.warn(err); // a bug, not bad input: keep the stack
-  return `Something went wrong while drawing: ${err.message}`;
-}
-
 function setBusy(button, busy) {
   button.disabled = busy;
   button.classList.toggle("is-busy", busy);
@@ -177,12 +166,12 @@ class MasksPage {
     const inputs = [0, 1, 2].map((i) => ({ text: $(`text-${i}`).value.trim(), ref: $(`ref-${i}`).value.trim() }));
     const rows = inputs.filter((r) => r.text);
     if (rows.length < 2) {
-      showError(box, "texts: give at least two sentences (a batch needs sentences of different lengths to pad).");
+      api.showError(box, "texts: give at least two sentences (a batch needs sentences of different lengths to pad).");
       return;
     }
     const refs = rows.map((r) => r.ref);
     if (refs.some(Boolean) && !refs.every(Boolean)) {
-      showError(box, "targets: give a reference translation for every sentence, or for none.");
+      api.showError(box, "targets: give a reference translation for every sentence, or for none.");
       return;
     }
     const prevTexts = this.sentTexts;
@@ -199,7 +188,7 @@ class MasksPage {
     const controller = new AbortController();
     this.inflight = controller;
     setBusy(button, true);
-    showError(box, null);
+    api.showError(box, null);
     try {
       const body = { texts: s.texts, layer: s.layer, head: s.head, item: s.item };
       if (s.refs.length) body.targets = s.refs;
@@ -223,7 +212,7 @@ class MasksPage {
       await this.runHide();
     } catch (err) {
       if (err.name === "AbortError") return;
-      showError(box, errorText(err));
+      api.showError(box, api.errorText(err));
     } finally {
       if (this.inflight === controller) {
         this.inflight = null;
@@ -471,7 +460,7 @@ class MasksPage {
     const controller = new AbortController();
     this.hideInflight = controller;
     $("hide-result").setAttribute("aria-busy", "true");
-    showError(box, null);
+    api.showError(box, null);
     try {
       const body = experimentBody({
         text: this.sentTexts[this.state.item],
@@ -490,7 +479,7 @@ class MasksPage {
       markRendered("hide");
     } catch (err) {
       if (err.name === "AbortError") return;
-      showError(box, errorText(err));
+      api.showError(box, api.errorText(err));
     } finally {
       if (this.hideInflight === controller) {
         this.hideInflight = null;
@@ -518,7 +507,7 @@ class MasksPage {
 
   start() {
     if (!window.Plotly) {
-      showError($("masks-error"), "The plotting library could not be loaded from /vendor/plotly.min.js.");
+      api.showError($("masks-error"), "The plotting library could not be loaded from /vendor/plotly.min.js.");
       return;
     }
     this.run();

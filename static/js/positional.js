@@ -24,17 +24,6 @@ function setBusy(button, busy, label) {
   if (label) button.querySelector(".btn-label").textContent = label;
 }
 
-function showError(box, message) {
-  box.hidden = !message;
-  box.textContent = message ?? "";
-}
-
-function errorText(err) {
-  if (err instanceof api.ApiError) return err.message;
-  console.warn(err); // a bug, not bad input: keep the stack
-  return `Something went wrong while drawing: ${err.message}`;
-}
-
 class PositionalPage {
   constructor(pageData) {
     const model = (pageData.models ?? [])[0];
@@ -110,14 +99,14 @@ class PositionalPage {
     const dims = dimsText ? parseList(dimsText) : [];
     const box = $("pe-error");
     if (dims === null) {
-      showError(box, "Dimensions: give whole numbers separated by commas, e.g. 0, 1, 8.");
+      api.showError(box, "Dimensions: give whole numbers separated by commas, e.g. 0, 1, 8.");
       return;
     }
     const q = new URLSearchParams({ positions: String(positions), d_model: String(dModel) });
     for (const d of dims) q.append("dims", String(d));
     const button = $("pe-draw");
     setBusy(button, true);
-    showError(box, null);
+    api.showError(box, null);
     try {
       const out = await api.getJSON(`/api/positional?${q.toString()}`);
       Object.assign(this.state, { positions: out.positions, dModel: out.d_model, dims: dimsText });
@@ -164,7 +153,7 @@ class PositionalPage {
       ]);
       markRendered("encoding");
     } catch (err) {
-      showError(box, errorText(err));
+      api.showError(box, api.errorText(err));
     } finally {
       setBusy(button, false);
     }
@@ -176,7 +165,7 @@ class PositionalPage {
     const box = $("sent-error");
     const button = $("sent-run");
     setBusy(button, true);
-    showError(box, null);
+    api.showError(box, null);
     try {
       const { body: out } = await api.postJSON("/api/positional/sentence", { text });
       this.state.text = text.trim();
@@ -222,7 +211,7 @@ class PositionalPage {
       markRendered("sentence");
       await this.runOrder();
     } catch (err) {
-      showError(box, errorText(err));
+      api.showError(box, api.errorText(err));
     } finally {
       setBusy(button, false);
     }
@@ -245,10 +234,10 @@ class PositionalPage {
     const n = this.tokens?.length ?? 0;
     const ok = perm && perm.length === n && [...perm].sort((a, b) => a - b).every((v, i) => v === i);
     if (!ok) {
-      showError($("order-error"), `Permutation: give each of the numbers 0..${n - 1} once, separated by commas.`);
+      api.showError($("order-error"), `Permutation: give each of the numbers 0..${n - 1} once, separated by commas.`);
       return;
     }
-    showError($("order-error"), null);
+    api.showError($("order-error"), null);
     this.setPerm(perm, false);
     if (run) this.runOrder();
   }
@@ -307,7 +296,7 @@ class PositionalPage {
     const controller = new AbortController();
     this.inflight = controller;
     setBusy(button, true);
-    showError(box, null);
+    api.showError(box, null);
     try {
       const { body: out } = await api.postJSON(
         "/api/order",
@@ -356,7 +345,7 @@ class PositionalPage {
       markRendered("order");
     } catch (err) {
       if (err.name === "AbortError") return;
-      showError(box, errorText(err));
+      api.showError(box, api.errorText(err));
     } finally {
       if (this.inflight === controller) {
         this.inflight = null;
@@ -367,7 +356,7 @@ class PositionalPage {
 
   start() {
     if (!window.Plotly) {
-      showError($("pe-error"), "The plotting library could not be loaded from /vendor/plotly.min.js.");
+      api.showError($("pe-error"), "The plotting library could not be loaded from /vendor/plotly.min.js.");
       return;
     }
     this.drawEncoding();
