@@ -71,6 +71,22 @@ class Watch:
     requests: list[str] = field(default_factory=list)
     allowed_console: list[re.Pattern[str]] = field(default_factory=list)
 
+    @classmethod
+    def attach(cls, page: Any) -> Watch:
+        """A Watch that records `page`'s console errors, exceptions, requests and dialogs
+        (dialogs are dismissed so a test fails on its assertions instead of hanging)."""
+        watch = cls()
+        page.on("console", lambda m: m.type == "error" and watch.console_errors.append(m.text))
+        page.on("pageerror", lambda e: watch.page_errors.append(str(e)))
+        page.on("request", lambda r: watch.requests.append(r.url))
+
+        def on_dialog(dialog: Any) -> None:
+            watch.dialogs.append(f"{dialog.type}: {dialog.message}")
+            dialog.dismiss()
+
+        page.on("dialog", on_dialog)
+        return watch
+
     def foreign_requests(self) -> list[str]:
         out = []
         for url in self.requests:
@@ -190,16 +206,7 @@ def session(context: Any, server: str) -> Iterator[ExplorerSession]:
     page = context.new_page()
     # Generous: on a loaded 2-core machine plotly.js alone (4.8 MB) can take seconds to load.
     page.set_default_timeout(60_000)
-    watch = Watch()
-    page.on("console", lambda m: m.type == "error" and watch.console_errors.append(m.text))
-    page.on("pageerror", lambda e: watch.page_errors.append(str(e)))
-    page.on("request", lambda r: watch.requests.append(r.url))
-
-    def on_dialog(dialog: Any) -> None:
-        watch.dialogs.append(f"{dialog.type}: {dialog.message}")
-        dialog.dismiss()
-
-    page.on("dialog", on_dialog)
+    watch = Watch.attach(page)
     try:
         yield ExplorerSession(page, server, watch)
         watch.assert_clean()

@@ -112,16 +112,7 @@ def context(server: str) -> Iterator[Any]:
 def session(context: Any, server: str) -> Iterator[ExperimentPage]:
     page = context.new_page()
     page.set_default_timeout(60_000)
-    watch = Watch()
-    page.on("console", lambda m: m.type == "error" and watch.console_errors.append(m.text))
-    page.on("pageerror", lambda e: watch.page_errors.append(str(e)))
-    page.on("request", lambda r: watch.requests.append(r.url))
-
-    def on_dialog(dialog: Any) -> None:
-        watch.dialogs.append(f"{dialog.type}: {dialog.message}")
-        dialog.dismiss()
-
-    page.on("dialog", on_dialog)
+    watch = Watch.attach(page)
     try:
         yield ExperimentPage(page, server, watch)
         watch.assert_clean()
