@@ -70,13 +70,25 @@ def decoder_inputs(model: Transformer, outputs: list[list[int]]) -> torch.Tensor
 
 
 def trace_outputs(
-    model: Transformer, src: torch.Tensor, outputs: list[list[int]], experiment: Experiment = PAPER
+    model: Transformer,
+    src: torch.Tensor,
+    outputs: list[list[int]],
+    experiment: Experiment = PAPER,
+    encoded: EncoderOutput | None = None,
 ) -> AttentionTrace:
-    """Teacher-forced forward with weights over the given outputs: the trace of that output."""
+    """Teacher-forced pass with weights over the given outputs: the trace of that output.
+
+    `encoded` is the encoder pass over `src` with weights (`model.encode(..., need_weights=True)`)
+    when decoding already ran it; without it the encoder runs here. The output layer is skipped:
+    a trace needs no logits.
+    """
+    if encoded is None or encoded.weights is None:
+        encoded = model.encode(src, experiment, need_weights=True)
     tgt = decoder_inputs(model, outputs)
-    result = model(src, tgt, experiment, need_weights=True)
-    assert result.trace is not None
-    return result.trace
+    decoded = model.decode(tgt, encoded, experiment, need_weights=True, need_logits=False)
+    assert encoded.weights is not None and decoded.self_weights is not None
+    assert decoded.cross_weights is not None
+    return AttentionTrace(encoded.weights, decoded.self_weights, decoded.cross_weights)
 
 
 def _top_k(logp: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
@@ -133,7 +145,10 @@ def greedy_decode(
     c = model.config
     b = src.size(0)
     limits = max_lengths(model, src, max_len)  # [B]
-    encoded = _decoding_memory(model.encode(src, experiment))
+    # With a trace to make, the encoder runs once, with weights: its maps go into the trace and
+    # its memory serves decoding and the trace pass alike.
+    source = model.encode(src, experiment, need_weights=need_trace)
+    encoded = _decoding_memory(source)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
     ys = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(b, dtype=torch.bool, device=src.device)
@@ -164,7 +179,7 @@ def greedy_decode(
         Hypothesis(o, lp, a, sum(lp), sum(lp))
         for o, lp, a in zip(outputs, logprobs, alternatives, strict=True)
     ]
-    trace = trace_outputs(model, src, outputs, experiment) if need_trace else None
+    trace = trace_outputs(model, src, outputs, experiment, source) if need_trace else None
     return DecodeOutput(hyps, trace)
 
 
@@ -193,8 +208,10 @@ def beam_search(
     b, k = src.size(0), beam_size
     dev = src.device
     limits = max_lengths(model, src, max_len).repeat_interleave(k)  # [B*K]
-    # Encode each sentence once and give every beam a copy of its memory: [B*K, S, d_model].
-    encoded = _decoding_memory(model.encode(src, experiment), repeats=k)
+    # Encode each sentence once (with weights when a trace is wanted, as in greedy_decode) and
+    # give every beam a copy of its memory: [B*K, S, d_model].
+    source = model.encode(src, experiment, need_weights=need_trace)
+    encoded = _decoding_memory(source, repeats=k)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
 
     scores = torch.full((b, k), float("-inf"), device=dev)
@@ -205,6 +222,7 @@ def beam_search(
     tok_lp = torch.zeros(b * k, 0, device=dev)  # per-step log-prob of each beam's token
     alt_ids = torch.zeros(b * k, 0, max(top_k, 0), dtype=torch.long, device=dev)
     alt_lp = torch.zeros(b * k, 0, max(top_k, 0), device=dev)
+    kk = min(max(k, top_k), model.config.vocab_size)  # candidates kept per beam and step
 
     for step in range(int(limits.max())):
         if cache is not None:
@@ -212,23 +230,26 @@ def beam_search(
         else:
             out = model.decode(ys, encoded, experiment)
         logp = _next_token_logprobs(model, out.logits[:, -1])  # [B*K, V]
-        v = logp.size(-1)
-        if top_k > 0:
-            a_lp, a_id = logp.topk(min(top_k, v), dim=-1)
+        # Two-stage selection: the best K continuations of the whole batch item are among the
+        # best K of each beam, so a top-k per beam (which also gives the alternatives shown
+        # per step) and a top-K over those K*kk candidates replace a top-K over K*V.
+        best_lp, best_id = logp.topk(kk, dim=-1)  # [B*K, kk]
         # A finished beam continues only with padding, at log-prob 0, so its score is frozen.
-        logp = torch.where(finished[:, None], torch.full_like(logp, float("-inf")), logp)
-        logp[:, c.pad_id] = torch.where(finished, 0.0, float("-inf"))
-        cand = (scores.view(b * k, 1) + logp).view(b, k * v)
+        cand_lp = best_lp.masked_fill(finished[:, None], float("-inf"))
+        cand_lp[:, 0] = torch.where(finished, 0.0, cand_lp[:, 0])
+        cand_id = best_id.clone()
+        cand_id[:, 0] = torch.where(finished, c.pad_id, cand_id[:, 0])
+        cand = (scores.view(b * k, 1) + cand_lp).view(b, k * kk)
         scores, flat = cand.topk(k, dim=-1)  # [B, K]
-        beam_idx = (flat // v + torch.arange(b, device=dev)[:, None] * k).view(-1)
-        token = (flat % v).view(-1)
-        step_lp = logp.view(b * k, v)[beam_idx, token]
+        beam_idx = (flat // kk + torch.arange(b, device=dev)[:, None] * k).view(-1)
+        token = cand_id.view(b, k * kk).gather(1, flat).view(-1)
+        step_lp = cand_lp.view(b, k * kk).gather(1, flat).view(-1)
         was_finished = finished[beam_idx]
         ys = torch.cat([ys[beam_idx], token[:, None]], dim=1)
         tok_lp = torch.cat([tok_lp[beam_idx], step_lp[:, None]], dim=1)
         if top_k > 0:
-            alt_ids = torch.cat([alt_ids[beam_idx], a_id[beam_idx][:, None]], dim=1)
-            alt_lp = torch.cat([alt_lp[beam_idx], a_lp[beam_idx][:, None]], dim=1)
+            alt_ids = torch.cat([alt_ids[beam_idx], best_id[beam_idx, None, :top_k]], dim=1)
+            alt_lp = torch.cat([alt_lp[beam_idx], best_lp[beam_idx, None, :top_k]], dim=1)
         lengths = lengths[beam_idx] + (~was_finished).long()
         finished = was_finished | (token == c.eos_id) | (lengths >= limits)
         if cache is not None:
@@ -265,7 +286,8 @@ def beam_search(
                 normalized_score=float(normalized[i, int(best[i])]),
             )
         )
-    trace = trace_outputs(model, src, [h.tokens for h in hyps], experiment) if need_trace else None
+    outputs = [h.tokens for h in hyps]
+    trace = trace_outputs(model, src, outputs, experiment, source) if need_trace else None
     return DecodeOutput(hyps, trace)
 
 

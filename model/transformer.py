@@ -32,10 +32,10 @@ class EncoderOutput:
 
 @dataclass
 class DecoderOutput:
-    """logits [B, T, vocab]; self_weights [L_dec, B, H, T, T_total];
+    """logits [B, T, vocab] (None when not asked for); self_weights [L_dec, B, H, T, T_total];
     cross_weights [L_dec, B, H, T, S]."""
 
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     self_weights: torch.Tensor | None
     cross_weights: torch.Tensor | None
 
@@ -169,8 +169,12 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         cache: list[DecoderLayerCache] | None = None,
         offset: int = 0,
+        need_logits: bool = True,
     ) -> DecoderOutput:
         """tgt: [B, T] decoder input ids (starting at position `offset`) -> logits [B, T, vocab].
+
+        need_logits False skips the output layer (a trace-only pass: the vocabulary projection is
+        the largest matrix of the model).
 
         Without a cache, tgt is the whole prefix and the causal mask applies. With a cache, tgt
         holds only the new positions; earlier keys/values come from the cache, and the new
@@ -201,7 +205,7 @@ class Transformer(nn.Module):
             )
             self_ws.append(sw)
             cross_ws.append(cw)
-        logits = self.generator(self.decoder_norm(x))
+        logits = self.generator(self.decoder_norm(x)) if need_logits else None
         return DecoderOutput(logits, _stack(self_ws), _stack(cross_ws))
 
     def forward(
@@ -214,6 +218,7 @@ class Transformer(nn.Module):
         """Teacher forcing: src [B, S], tgt [B, T] (decoder input, <s> first) -> logits."""
         encoded = self.encode(src, experiment, need_weights)
         decoded = self.decode(tgt, encoded, experiment, need_weights)
+        assert decoded.logits is not None
         trace = None
         if need_weights:
             trace = AttentionTrace(

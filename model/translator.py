@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from model.checkpoint import Bundle
-from model.decode import decode, trace_outputs
+from model.decode import decode, decoder_inputs
 from model.experiment import PAPER, Experiment
 from model.tokenizer import TokenizationError
 from model.trace import AttentionTrace
@@ -188,12 +188,10 @@ class Translator:
             out_ids = self.tokenizer.encode(target, max_tokens=self.max_tokens)
         else:
             out_ids = list(target)
-        trace = trace_outputs(self.model, src, [out_ids], experiment)
-        # Same pass without weights for the logits (cheap; keeps trace_outputs single-purpose).
-        from model.decode import decoder_inputs
-
-        logits = self.model(src, decoder_inputs(self.model, [out_ids]), experiment).logits[0]
-        logp = logits.float().log_softmax(-1)  # [T, V]
+        # One teacher-forced pass gives both the trace and the logits.
+        forced = self.model(src, decoder_inputs(self.model, [out_ids]), experiment, True)
+        trace = forced.trace
+        logp = forced.logits[0].float().log_softmax(-1)  # [T, V]
         chosen = logp.gather(1, torch.tensor(out_ids, device=logp.device)[:, None]).squeeze(1)
         values, alt = (
             logp.topk(min(top_k, logp.size(-1)), dim=-1) if top_k > 0 else (logp[:, :0],) * 2

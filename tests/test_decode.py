@@ -147,6 +147,46 @@ def test_greedy_alternatives_are_the_top_k_with_the_chosen_token_first(
             assert all(i not in (PAD, BOS) for i, _ in alts)
 
 
+def reference_beam_search(
+    model: Transformer, src: torch.Tensor, k: int, alpha: float
+) -> tuple[list[int], float]:
+    """Textbook beam search over one sentence (src [1, S]): no cache, every extension of every
+    live hypothesis scored from a full forward pass, finished hypotheses kept at their score.
+    Returns the best output by length-normalised score and its score."""
+    limit = default_max_len(model, src.size(1))
+    beams: list[tuple[list[int], float, bool]] = [([], 0.0, False)]
+    while not all(done for _, _, done in beams):
+        candidates = [hyp for hyp in beams if hyp[2]]
+        for out, score, done in beams:
+            if done:
+                continue
+            with torch.no_grad():
+                logits = model(src, decoder_inputs(model, [[*out, PAD]])).logits[0, -1]
+            logp = logits.log_softmax(-1)
+            for tok in range(logp.size(0)):
+                if tok not in (PAD, BOS):
+                    seq = [*out, tok]
+                    ended = tok == EOS or len(seq) >= limit
+                    candidates.append((seq, score + float(logp[tok]), ended))
+        beams = sorted(candidates, key=lambda hyp: hyp[1], reverse=True)[:k]
+    out, score, _ = max(beams, key=lambda hyp: hyp[1] / length_penalty(len(hyp[0]), alpha))
+    return out, score
+
+
+@pytest.mark.parametrize(("beam_size", "top_k"), [(2, 0), (3, 5), (5, 1), (4, 8)])
+def test_beam_search_equals_a_textbook_beam_search(
+    model: Transformer, beam_size: int, top_k: int
+) -> None:
+    """The batched, cached, two-stage top-k search finds what the plain algorithm finds, for
+    fewer, as many and more alternatives per step than beams."""
+    found = beam_search(model, SRC, beam_size=beam_size, alpha=0.6, top_k=top_k)
+    for b, n in enumerate(SRC_LEN):
+        tokens, score = reference_beam_search(model, SRC[b : b + 1, :n], beam_size, 0.6)
+        assert found.hypotheses[b].tokens == tokens
+        assert found.hypotheses[b].score == pytest.approx(score, abs=1e-4)
+        assert all(len(a) == top_k for a in found.hypotheses[b].alternatives)
+
+
 def test_beam_search_on_a_batch_of_different_lengths_returns_valid_hypotheses(
     model: Transformer, beam: DecodeOutput
 ) -> None:
