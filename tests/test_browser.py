@@ -324,6 +324,32 @@ def test_clicking_a_grid_cell_opens_it_large_and_links_follow(session: ExplorerS
     assert "is-isolating" not in links.get_attribute("class")
 
 
+def test_a_long_sentence_labels_every_kth_token_until_zoomed_in(session: ExplorerSession) -> None:
+    """Hundreds of labels would overlap (and take seconds to measure): a long sentence gets every
+    k-th token labelled, each label at its own token, and zooming in labels every visible one."""
+    page = session.page
+    session.open()
+    body = session.translate(" ".join([SENTENCE] * 8))
+    tokens = body["source_tokens"]
+    n = len(tokens)
+    assert n >= 80
+    fig = session.figure()  # cross-attention: source tokens across
+    step = fig["xvals"][1] - fig["xvals"][0]
+    assert step > 1 and fig["xvals"] == list(range(0, n, step))
+    assert unescape_plotly(fig["x"]) == [tokens[i] for i in fig["xvals"]]
+    assert fig["xticks"] == [tokens[i] for i in fig["xvals"]]
+
+    page.evaluate(
+        "() => Plotly.relayout(document.getElementById('heatmap'), {'xaxis.range': [9.5, 20.5]})"
+    )
+    page.wait_for_function(
+        "() => document.getElementById('heatmap').layout.xaxis.tickvals.length === 11"
+    )
+    fig = session.figure()
+    assert fig["xvals"] == list(range(10, 21))
+    assert unescape_plotly(fig["x"]) == tokens[10:21]
+
+
 def test_switching_kind_and_scale_redraws_with_the_right_tokens(session: ExplorerSession) -> None:
     page = session.page
     session.open()

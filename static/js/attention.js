@@ -1,3 +1,5 @@
+import { nextTask } from "./dom.js";
+
 // Attention maps as the API sends them, decoded into flat Float32Arrays, with the averages the
 // explorer offers. A map is row-major [query][key]; `data` holds [layer][head][query][key].
 
@@ -172,6 +174,17 @@ export function decodeAttention(attention) {
   const out = {};
   for (const kind of KIND_NAMES) {
     if (attention && attention[kind]) out[kind] = AttentionMaps.fromPayload(attention[kind], kind);
+  }
+  return out;
+}
+
+/** decodeAttention, one kind per task (a 256-token response holds megabytes of maps). */
+export async function decodeAttentionSliced(attention) {
+  const out = {};
+  for (const kind of KIND_NAMES) {
+    if (!attention?.[kind]) continue;
+    await nextTask();
+    out[kind] = AttentionMaps.fromPayload(attention[kind], kind);
   }
   return out;
 }

@@ -72,3 +72,38 @@ export function fmtProb(p) {
 export function afterPaint() {
   return new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
 }
+
+/**
+ * Resolve in a new task, after the browser has had a chance to handle input (and to paint, if a
+ * frame is due). Long renders await this between slices so that the page never freezes.
+ */
+export function nextTask() {
+  if (globalThis.scheduler?.yield) return globalThis.scheduler.yield();
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
+}
+
+/** How long one slice of main-thread work may run before yielding (well under a 50 ms long task). */
+export const SLICE_MS = 30;
+
+/**
+ * Call `fn(item, i)` for each item, yielding to the browser whenever a slice has run for
+ * SLICE_MS. Stops early, returning false, once `isStale()` says a newer render took over; returns
+ * true when every item was handled. A small input finishes in the first slice, synchronously up
+ * to the returned promise.
+ */
+export async function forEachSliced(items, fn, isStale = () => false) {
+  let start = performance.now();
+  for (let i = 0; i < items.length; i++) {
+    if (performance.now() - start > SLICE_MS) {
+      await nextTask();
+      if (isStale()) return false;
+      start = performance.now();
+    }
+    fn(items[i], i);
+  }
+  return true;
+}

@@ -3,8 +3,8 @@
 // also lives in the URL. The views are reusable modules; this file only decides what goes where.
 
 import * as api from "./api.js";
-import { KINDS, KIND_NAMES, decodeAttention, maxOf } from "./attention.js";
-import { afterPaint, clear, el } from "./dom.js";
+import { KINDS, KIND_NAMES, decodeAttentionSliced, maxOf } from "./attention.js";
+import { afterPaint, clear, el, nextTask } from "./dom.js";
 import { OverviewGrid, describeSelection } from "./grid.js";
 import { drawHeatmap, heatmapHeight } from "./heatmap.js";
 import { DEFAULT_STATE, readState, writeState } from "./state.js";
@@ -38,6 +38,10 @@ class ExplorerPage {
     this.rawResponse = ""; // its exact text, for the JSON download
     this.maps = null; // {kind: AttentionMaps}
     this.inflight = null; // AbortController of the running request
+    // Counters of the latest render and the latest drawn selection: a long render yields to the
+    // browser between its parts, and stops when a newer one has started meanwhile.
+    this.renderJob = 0;
+    this.selectionJob = 0;
 
     this.form = $("translate-form");
     this.textInput = $("text");
@@ -143,7 +147,8 @@ class ExplorerPage {
       performance.clearMeasures();
       performance.mark("attnscope:response");
       const fetchMs = performance.now() - t0;
-      const maps = decodeAttention(body.attention);
+      const maps = await decodeAttentionSliced(body.attention);
+      if (this.inflight !== controller) return;
       if (!Object.keys(maps).length) throw new Error("the response holds no attention maps");
       this.response = body;
       this.rawResponse = raw;
@@ -166,19 +171,24 @@ class ExplorerPage {
     }
   }
 
+  /** Draw every view of a new response, in parts with yields between them (and inside the grid
+   * and the steps table), so that even a 256-token response never freezes the page. */
   async renderAll(fetchMs, bytes) {
+    const job = ++this.renderJob;
+    const stale = () => job !== this.renderJob;
     const t0 = performance.now();
     this.explorer.setAttribute("aria-busy", "true");
     this.renderResult(this.response, fetchMs, bytes);
     this.explorer.hidden = false;
     this.clampSelection();
     this.syncControls();
-    this.drawGrid();
+    await this.drawGrid();
     await afterPaint();
+    if (stale()) return; // the newer render finishes the job
     performance.mark("attnscope:grid-drawn");
     const gridMs = performance.measure("attnscope:grid", "attnscope:response", "attnscope:grid-drawn").duration;
     await this.drawSelection();
-    renderSteps($("steps"), this.response.steps ?? []);
+    if (!(await renderSteps($("steps"), this.response.steps ?? [], stale))) return;
     performance.mark("attnscope:heatmap-drawn");
     performance.measure("attnscope:views", "attnscope:response", "attnscope:heatmap-drawn");
     const totalMs = performance.now() - t0;
@@ -261,9 +271,10 @@ class ExplorerPage {
     this.rendered();
   }
 
+  /** Resolves once every thumbnail is painted (or a newer grid replaced this one). */
   drawGrid() {
     const sections = KIND_NAMES.filter((k) => this.maps[k]).map((kind) => ({ kind, maps: this.maps[kind] }));
-    this.grid.render(sections, { selected: this.selection(), shared: this.state.shared });
+    return this.grid.render(sections, { selected: this.selection(), shared: this.state.shared });
   }
 
   current() {
@@ -271,7 +282,9 @@ class ExplorerPage {
     return { maps, picked: maps.select(this.state) };
   }
 
+  /** Token links, then (in a new task) the large heatmap of the current selection. */
   async drawSelection() {
+    const job = ++this.selectionJob;
     const { maps, picked } = this.current();
     if (!picked) return;
     const kind = KINDS[maps.kind];
@@ -279,6 +292,8 @@ class ExplorerPage {
     $("view-label").textContent = label;
     this.explorer.dataset.view = `${this.state.kind}:${this.state.layer}:${this.state.head}`;
     this.drawLinks();
+    await nextTask();
+    if (job !== this.selectionJob) return; // a newer selection draws the heatmap
     const name = `attnscope-${this.state.kind}-L${this.state.layer}-H${this.state.head}`;
     await drawHeatmap(this.heatmapDiv, {
       values: picked.values,

@@ -1,11 +1,12 @@
 // Overview grid: every layer x head of one or more attention kinds as small canvas heatmaps.
-// Canvas rather than one Plotly figure per cell: ~80 thumbnails draw in milliseconds.
+// Canvas rather than one Plotly figure per cell: ~80 thumbnails draw in milliseconds. The cells
+// are laid out at once and painted in slices, so a grid of 256-token maps never freezes the page.
 //
 // Cells are buttons (focusable, Enter/Space activate); one cell is in the tab order at a time and
 // the arrow keys move between cells (a "roving tabindex"), so the grid is one tab stop.
 
 import { KINDS, maxOf } from "./attention.js";
-import { clear, el } from "./dom.js";
+import { clear, el, forEachSliced } from "./dom.js";
 import { drawThumbnail } from "./heatmap.js";
 
 /** Same selection? {kind, layer, head} with layer "all" / head "mean" for the averages. */
@@ -32,22 +33,28 @@ export class OverviewGrid {
     this.cells = []; // every cell button
     this.rows = []; // navigation rows: arrays of cells (null where a row has no cell)
     this.selected = null;
+    this.job = 0; // the render whose thumbnails are being painted
     container.addEventListener("keydown", (e) => this._onKey(e));
   }
 
   /**
    * sections: [{kind, maps: AttentionMaps, title?}]; selected: {kind, layer, head};
    * shared: one 0..1 colour scale for every cell, else each cell spans 0..its own max.
+   * Resolves true once every thumbnail is painted, false if a newer render took over first.
    */
   render(sections, { selected, shared = false } = {}) {
+    const job = ++this.job;
     clear(this.container);
     this.cells = [];
     this.rows = [];
-    for (const section of sections) this._renderSection(section, shared);
+    const paints = [];
+    for (const section of sections) this._renderSection(section, shared, paints);
     this.setSelected(selected);
+    return forEachSliced(paints, (paint) => paint(), () => job !== this.job);
   }
 
-  _renderSection({ kind, maps, title }, shared) {
+  /** Lay out one kind's cells; push a function per cell that paints its thumbnail. */
+  _renderSection({ kind, maps, title }, shared, paints) {
     const nCols = maps.heads.length + (this.averages ? 1 : 0);
     const grid = el("div", { class: "ov-grid", role: "presentation" });
     grid.style.setProperty("--cols", String(nCols));
@@ -55,10 +62,14 @@ export class OverviewGrid {
     for (const h of maps.heads) grid.append(el("span", { class: "ov-col", "aria-hidden": "true", text: `H${h}` }));
     if (this.averages) grid.append(el("span", { class: "ov-col ov-mean", "aria-hidden": "true", title: "mean over heads", text: "μ" }));
 
+    // values() rather than values: a mean is computed when its cell is painted, not up front.
     const addCell = (sel, values, row) => {
       const label = describeSelection(sel);
-      const canvas = el("canvas", { "aria-hidden": "true" });
-      drawThumbnail(canvas, values, maps.nQ, maps.nK, { zmax: shared ? 1 : maxOf(values) });
+      const canvas = el("canvas", { "aria-hidden": "true", width: maps.nK, height: maps.nQ });
+      paints.push(() => {
+        const v = values();
+        drawThumbnail(canvas, v, maps.nQ, maps.nK, { zmax: shared ? 1 : maxOf(v) });
+      });
       const cell = el(
         "button",
         {
@@ -82,8 +93,8 @@ export class OverviewGrid {
     maps.layers.forEach((layer, li) => {
       const row = [];
       grid.append(el("span", { class: "ov-row", "aria-hidden": "true", text: `L${layer}` }));
-      maps.heads.forEach((head, hi) => grid.append(addCell({ kind, layer, head }, maps.map(li, hi), row)));
-      if (this.averages) grid.append(addCell({ kind, layer, head: "mean" }, maps.meanOverHeads(li), row));
+      maps.heads.forEach((head, hi) => grid.append(addCell({ kind, layer, head }, () => maps.map(li, hi), row)));
+      if (this.averages) grid.append(addCell({ kind, layer, head: "mean" }, () => maps.meanOverHeads(li), row));
       this.rows.push(row);
     });
     if (this.averages) {
@@ -91,7 +102,7 @@ export class OverviewGrid {
       const label = el("span", { class: "ov-row ov-all-label", "aria-hidden": "true", text: "all layers & heads" });
       label.style.setProperty("--span", String(maps.heads.length + 1));
       grid.append(label);
-      grid.append(addCell({ kind, layer: "all", head: "mean" }, maps.meanOverAll(), row));
+      grid.append(addCell({ kind, layer: "all", head: "mean" }, () => maps.meanOverAll(), row));
       this.rows.push(row);
     }
     const heading = el("div", { class: "ov-title" }, [

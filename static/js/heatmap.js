@@ -37,11 +37,81 @@ export function heatmapHeight(nQ) {
   return Math.round(Math.max(420, Math.min(640, 24 * nQ + 190)));
 }
 
-/** Rotate key labels only when they would not fit side by side in the plot's width. */
-function keyTickAngle(div, labels) {
-  const longest = Math.max(1, ...labels.map((t) => t.length));
-  const plotWidth = Math.max(200, (div.clientWidth || 700) - 180); // minus labels and colour bar
-  return longest * 7.5 + 6 <= plotWidth / labels.length ? 0 : -55;
+const LABEL_PX = 14; // spacing a 12 px tick label needs across its line of text
+const SMALL_LABEL_PX = 10; // down to this spacing, labels shrink (to 8 px) rather than thin out
+const CHAR_PX = 7.5; // average width of a 12 px label character, for horizontal key labels
+
+/**
+ * Which token indices to label on an axis showing lo..hi over `px` pixels, so that labels are at
+ * least `minPx` apart: every index when they fit, else every step-th (multiples of the step, so
+ * labels stay put while panning); minPx 0 labels every index. Long sentences would otherwise
+ * stack hundreds of labels on top of each other, and measuring them all blocks the page for
+ * seconds.
+ */
+export function tickIndices(lo, hi, px, minPx = LABEL_PX) {
+  const first = Math.max(0, Math.ceil(lo));
+  const last = Math.floor(hi);
+  const step = Math.max(1, Math.ceil((minPx * Math.max(1, hi - lo)) / Math.max(1, px)));
+  const out = [];
+  for (let i = Math.ceil(first / step) * step; i <= last; i += step) out.push(i);
+  return out;
+}
+
+/** Plotly axis ticks labelling `indices` with their entries of `text` (already escaped). */
+export function axisTicks(indices, text) {
+  return { tickmode: "array", tickvals: indices, ticktext: indices.map((i) => text[i]) };
+}
+
+/**
+ * Ticks for one token per line of text (the query axis, or rotated key labels) over lo..hi:
+ * every token in a 12 px font when there is room, in a smaller font when a little is missing
+ * (a 20-token sentence in a narrow plot keeps all its labels), else every k-th token.
+ */
+function lineTicks(text, lo, hi, px) {
+  const spacing = px / Math.max(1, hi - lo);
+  if (spacing >= LABEL_PX) return { ...axisTicks(tickIndices(lo, hi, px, 0), text), tickfont: { size: 12 } };
+  if (spacing >= SMALL_LABEL_PX) {
+    return { ...axisTicks(tickIndices(lo, hi, px, 0), text), tickfont: { size: Math.floor(spacing - 2) } };
+  }
+  return { ...axisTicks(tickIndices(lo, hi, px), text), tickfont: { size: 12 } };
+}
+
+/** Estimated size of the plotting area (inside the tick labels and colour bar) in pixels. */
+function plotArea(div, height) {
+  return { width: Math.max(200, (div.clientWidth || 700) - 180), height: Math.max(120, height - 120) };
+}
+
+/** Key (x) labels over lo..hi: horizontal when every label of the range fits side by side. */
+function keyTicks(text, lo, hi, px) {
+  const shown = text.slice(Math.max(0, Math.ceil(lo)), Math.floor(hi) + 1);
+  const flatPx = Math.max(1, ...shown.map((t) => t.length)) * CHAR_PX + 6;
+  if (flatPx * Math.max(1, hi - lo) <= px) {
+    return { ...axisTicks(tickIndices(lo, hi, px, 0), text), tickfont: { size: 12 }, tickangle: 0 };
+  }
+  return { ...lineTicks(text, lo, hi, px), tickangle: -55 };
+}
+
+/**
+ * Keep tick labels readable while zooming: after any change of the axes' ranges, label the
+ * visible part again at the density that fits. Attached once per plot div.
+ */
+function relabelOnZoom(div) {
+  if (div.dataset.relabels) return;
+  div.dataset.relabels = "1";
+  div.on("plotly_relayout", (event) => {
+    const ticks = div._attnscopeTicks;
+    if (!ticks || !Object.keys(event).some((key) => /^[xy]axis\.(range|autorange)/.test(key))) return;
+    const [x0, x1] = div.layout.xaxis.range;
+    const [y0, y1] = div.layout.yaxis.range;
+    const area = plotArea(div, div.layout.height);
+    const x = keyTicks(ticks.x, Math.min(x0, x1), Math.max(x0, x1), area.width);
+    const y = lineTicks(ticks.y, Math.min(y0, y1), Math.max(y0, y1), area.height);
+    const update = {};
+    for (const [axis, t] of [["xaxis", x], ["yaxis", y]]) {
+      for (const [key, value] of Object.entries(t)) update[`${axis}.${key}`] = value;
+    }
+    window.Plotly.relayout(div, update);
+  });
 }
 
 /**
@@ -80,10 +150,10 @@ export function drawHeatmap(div, opts) {
     zmin = -m;
     zmax = m;
   }
-  const axis = (n, text, title) => ({
-    tickmode: "array",
-    tickvals: [...Array(n).keys()],
-    ticktext: text,
+  const height = opts.height ?? heatmapHeight(nQ);
+  const area = plotArea(div, height);
+  const axis = (n, ticks, title) => ({
+    ...ticks,
     range: [-0.5, n - 0.5],
     showgrid: false,
     zeroline: false,
@@ -114,10 +184,14 @@ export function drawHeatmap(div, opts) {
     title: opts.title
       ? { text: plotlyText(opts.title), x: 0, xanchor: "left", font: { size: 14, color: "#1f2430" } }
       : undefined,
-    height: opts.height ?? heatmapHeight(nQ),
+    height,
     margin: { l: 10, r: 10, t: opts.title ? 38 : 10, b: 10 },
-    xaxis: { ...axis(nK, xText, opts.xTitle), side: "bottom", tickangle: keyTickAngle(div, xTokens) },
-    yaxis: { ...axis(nQ, yText, opts.yTitle), autorange: false, range: [nQ - 0.5, -0.5] },
+    xaxis: { ...axis(nK, keyTicks(xText, -0.5, nK - 0.5, area.width), opts.xTitle), side: "bottom" },
+    yaxis: {
+      ...axis(nQ, lineTicks(yText, -0.5, nQ - 0.5, area.height), opts.yTitle),
+      autorange: false,
+      range: [nQ - 0.5, -0.5],
+    },
     font: { family: FONT_FAMILY, size: 12, color: "#1f2430" },
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "#ffffff",
@@ -131,5 +205,10 @@ export function drawHeatmap(div, opts) {
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "zoomIn2d", "zoomOut2d"],
     toImageButtonOptions: { format: "png", filename: opts.filename ?? "attnscope-heatmap", scale: 2 },
   };
-  return window.Plotly.react(div, [trace], layout, config);
+  // Every token's label, for relabelling the visible range after a zoom.
+  div._attnscopeTicks = { x: xText, y: yText };
+  return window.Plotly.react(div, [trace], layout, config).then((gd) => {
+    relabelOnZoom(gd);
+    return gd;
+  });
 }

@@ -5,7 +5,7 @@
 
 import { DIVERGING, SEQUENTIAL } from "./colors.js";
 import { plotlyText } from "./dom.js";
-import { FONT_FAMILY } from "./heatmap.js";
+import { FONT_FAMILY, axisTicks, tickIndices } from "./heatmap.js";
 
 /** Series colours: the accent blue, the diverging scale's red, then neutrals. */
 export const PALETTE = ["#2563eb", "#d6604d", "#0f766e", "#9333ea", "#b45309", "#475569", "#db2777", "#65a30d"];
@@ -192,12 +192,9 @@ export function drawMatrix(div, z, yLabels, xLabels, opts = {}) {
       showlegend: false,
     });
   }
-  // Label every cell when they fit, else every k-th (long PE axes would be unreadable).
-  const ticks = (n, text, most) => {
-    const step = Math.max(1, Math.ceil(n / most));
-    const vals = [...Array(n).keys()].filter((i) => i % step === 0);
-    return { tickmode: "array", tickvals: vals, ticktext: vals.map((i) => text[i]) };
-  };
+  // Label every cell when they fit, else every k-th (long PE axes would be unreadable): at most
+  // `most` labels, as if the axis had `most` pixels and a label needed one.
+  const ticks = (n, text, most) => axisTicks(tickIndices(-0.5, n - 0.5, most, 1), text);
   const layout = {
     ...baseLayout(opts),
     height: opts.height ?? Math.round(Math.max(220, Math.min(560, 22 * nY + 120))),

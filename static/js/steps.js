@@ -1,7 +1,7 @@
 // Decoder steps: for each output token, its probability and the top-k alternatives, as a table
 // with inline bars (plain DOM; tokens are text nodes).
 
-import { clear, el, fmt, fmtProb } from "./dom.js";
+import { clear, el, fmt, fmtProb, forEachSliced } from "./dom.js";
 
 function bar(p, extraClass = "") {
   const fill = el("span", { class: "bar-fill" });
@@ -9,8 +9,12 @@ function bar(p, extraClass = "") {
   return el("span", { class: `bar ${extraClass}`, "aria-hidden": "true" }, [fill]);
 }
 
-/** steps: [{position, token, token_id, prob, alternatives: [{token, prob}]}] from the API. */
-export function renderSteps(container, steps) {
+/**
+ * steps: [{position, token, token_id, prob, alternatives: [{token, prob}]}] from the API.
+ * Rows are added in slices (hundreds of steps hold thousands of elements); resolves true when
+ * every row is in, false if `isStale()` said a newer render took over first.
+ */
+export function renderSteps(container, steps, isStale = () => false) {
   const head = el("thead", {}, [
     el("tr", {}, [
       el("th", { scope: "col", class: "num", text: "#" }),
@@ -20,7 +24,13 @@ export function renderSteps(container, steps) {
     ]),
   ]);
   const body = el("tbody");
-  steps.forEach((step, i) => {
+  const table = el("table", { class: "steps-table" }, [
+    el("caption", { class: "sr-only", text: "Decoder steps with probabilities and alternatives" }),
+    head,
+    body,
+  ]);
+  clear(container).append(table);
+  const addRow = (step, i) => {
     const alts = el("ol", { class: "alts" });
     for (const alt of step.alternatives ?? []) {
       const chosen = alt.token === step.token;
@@ -40,12 +50,6 @@ export function renderSteps(container, steps) {
         el("td", {}, [alts]),
       ]),
     );
-  });
-  const table = el("table", { class: "steps-table" }, [
-    el("caption", { class: "sr-only", text: "Decoder steps with probabilities and alternatives" }),
-    head,
-    body,
-  ]);
-  clear(container).append(table);
-  return table;
+  };
+  return forEachSliced(steps, addRow, isStale);
 }
