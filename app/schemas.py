@@ -7,9 +7,9 @@ service, which raises `InputError` naming the field and the limit.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from model.experiment import ATTENTION_KINDS, AttentionKind
@@ -57,6 +57,22 @@ class HealthOut(BaseModel):
     version: str
     device: str
     models: list[str]
+
+
+def clean_text(v: str) -> str:
+    """Strip; refuse empty text and text that is not valid Unicode (lone surrogates)."""
+    v = v.strip()
+    if not v:
+        raise PydanticCustomError("empty_text", "text must not be empty")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:  # JSON "\ud800": a lone surrogate, not a character
+        raise PydanticCustomError(
+            "invalid_text",
+            "text must be valid Unicode; it has a lone surrogate at {pos}",
+            {"pos": e.start},
+        ) from None
+    return v
 
 
 class TranslateIn(BaseModel):
@@ -108,18 +124,7 @@ class TranslateIn(BaseModel):
     @field_validator("text")
     @classmethod
     def _strip_text(cls, v: str) -> str:
-        v = v.strip()
-        if not v:
-            raise PydanticCustomError("empty_text", "text must not be empty")
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as e:  # JSON "\ud800": a lone surrogate, not a character
-            raise PydanticCustomError(
-                "invalid_text",
-                "text must be valid Unicode; it has a lone surrogate at {pos}",
-                {"pos": e.start},
-            ) from None
-        return v
+        return clean_text(v)
 
     @field_validator("kinds")
     @classmethod
@@ -195,3 +200,57 @@ class TranslateOut(BaseModel):
     attention_shapes_full: dict[AttentionKind, list[int]] = Field(
         default_factory=dict, description="[L, H, q, k] of every kind before filtering."
     )
+
+
+class TranslateBatchIn(BaseModel):
+    """Several sentences decoded together (one batched beam search): translations, tokens and
+    steps, without attention maps (ask /api/translate for one sentence's maps)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"texts": ["Good morning!", "Where is the station?"], "beam_size": 4}]
+        },
+    )
+
+    texts: list[Annotated[str, AfterValidator(clean_text)]] = Field(
+        min_length=1,
+        description="1..max_batch (default 16) English inputs, each like /api/translate's text.",
+        examples=[["Good morning!", "Where is the station?"]],
+    )
+    model: str | None = Field(
+        default=None,
+        pattern=MODEL_NAME_PATTERN,
+        description="A name from GET /api/models; default: the first model.",
+    )
+    beam_size: int = Field(default=1, ge=1, description="1 = greedy; at most max_beam (8).")
+    max_length: int | None = Field(
+        default=None, ge=1, description="Most target tokens; at most max_tokens (256)."
+    )
+    top_k: int = Field(
+        default=0, ge=0, description="Alternatives reported per step; at most max_top_k (20)."
+    )
+    alpha: float = Field(
+        default=0.6, ge=0.0, le=2.0, allow_inf_nan=False, description="Beam length penalty."
+    )
+
+
+class BatchItemOut(BaseModel):
+    text: str = Field(description="The input as translated (stripped).")
+    translation: str
+    source_tokens: list[str]
+    target_tokens: list[str] = Field(description="Produced tokens y1..yT, ending with </s>.")
+    steps: list[StepOut]
+    score: float = Field(description="Sum of the output tokens' log-probabilities.")
+
+
+class BatchTimingsOut(BaseModel):
+    decode: float = Field(description="Tokenizing and decoding the whole batch.")
+    total: float
+
+
+class TranslateBatchOut(BaseModel):
+    model: str
+    device: str
+    results: list[BatchItemOut] = Field(description="One per input text, in input order.")
+    timings_ms: BatchTimingsOut

@@ -23,6 +23,8 @@ from app.schemas import (
     Encoding,
     ModelConfigOut,
     ModelOut,
+    TranslateBatchIn,
+    TranslateBatchOut,
     TranslateIn,
     TranslateOut,
 )
@@ -186,6 +188,27 @@ def _select(maps: torch.Tensor, layers: Sequence[int] | None, heads: Sequence[in
     return m.to("cpu", torch.float32).numpy(), layer_idx, head_idx
 
 
+def pack_steps(result: TranslationResult, tokenizer: Tokenizer | None) -> list[dict[str, Any]]:
+    """The decoder steps of a result as `StepOut` fields (alternatives with their ids)."""
+    return [
+        {
+            "position": i,
+            "token": s.token,
+            "token_id": s.token_id,
+            "prob": s.prob,
+            "alternatives": [
+                {
+                    "token": tok,
+                    "token_id": None if tokenizer is None else tokenizer.hf.token_to_id(tok),
+                    "prob": p,
+                }
+                for tok, p in s.alternatives
+            ],
+        }
+        for i, s in enumerate(result.steps)
+    ]
+
+
 def pack_result(
     result: TranslationResult,
     opts: PackOptions,
@@ -236,23 +259,7 @@ def pack_result(
             else:
                 entry["weights"] = to_nested(maps)
             attention[kind] = entry
-    steps = [
-        {
-            "position": i,
-            "token": s.token,
-            "token_id": s.token_id,
-            "prob": s.prob,
-            "alternatives": [
-                {
-                    "token": tok,
-                    "token_id": None if tokenizer is None else tokenizer.hf.token_to_id(tok),
-                    "prob": p,
-                }
-                for tok, p in s.alternatives
-            ],
-        }
-        for i, s in enumerate(result.steps)
-    ]
+    steps = pack_steps(result, tokenizer)
     pack_ms = (time.perf_counter() - t0) * 1e3
     timings = result.timings_ms
     return {
@@ -339,14 +346,23 @@ class InferenceService:
             raise UnknownModelError(f"unknown model {name!r}; available: {', '.join(self.models)}")
         return self.models[name]
 
-    def check_limits(self, req: TranslateIn) -> None:
+    def check_limits(self, req: TranslateIn | TranslateBatchIn) -> None:
         """Raise InputError for a request over the configured limits."""
         s = self.settings
-        if len(req.text) > s.max_chars:
-            raise InputError(
-                "text",
-                f"text has {len(req.text)} characters; the limit is {s.max_chars} (max_chars)",
-            )
+        texts = {"text": req.text} if isinstance(req, TranslateIn) else {}
+        if isinstance(req, TranslateBatchIn):
+            if len(req.texts) > s.max_batch:
+                raise InputError(
+                    "texts",
+                    f"{len(req.texts)} texts; the limit is {s.max_batch} per request (max_batch)",
+                )
+            texts = {f"texts.{i}": t for i, t in enumerate(req.texts)}
+        for field, text in texts.items():
+            if len(text) > s.max_chars:
+                raise InputError(
+                    field,
+                    f"text has {len(text)} characters; the limit is {s.max_chars} (max_chars)",
+                )
         if req.beam_size > s.max_beam:
             raise InputError(
                 "beam_size", f"must be between 1 and {s.max_beam} (max_beam), got {req.beam_size}"
@@ -390,6 +406,51 @@ class InferenceService:
             )
         packed["timings_ms"]["total"] = (time.perf_counter() - t0) * 1e3
         return TranslateOut.model_validate(packed)
+
+    def translate_batch(self, req: TranslateBatchIn) -> TranslateBatchOut:
+        """Decode several texts in one batch, without traces; results in input order."""
+        t0 = time.perf_counter()
+        loaded = self.get(req.model)
+        self.check_limits(req)
+        translator = loaded.translator
+        # Tokenize each text first, so that an error names the text it is about.
+        for i, text in enumerate(req.texts):
+            try:
+                translator.tokenizer.encode(text, max_tokens=translator.max_tokens)
+            except TokenizationError as e:
+                raise InputError(f"texts.{i}", str(e)) from e
+        with torch.inference_mode():
+            results = translator.translate(
+                req.texts,
+                beam_size=req.beam_size,
+                max_len=req.max_length,
+                top_k=req.top_k,
+                alpha=req.alpha,
+                need_trace=False,
+            )
+        t1 = time.perf_counter()
+        items = [
+            {
+                "text": r.text,
+                "translation": r.translation,
+                "source_tokens": r.source_tokens,
+                "target_tokens": r.target_tokens,
+                "steps": pack_steps(r, translator.tokenizer),
+                "score": r.score,
+            }
+            for r in results
+        ]
+        return TranslateBatchOut.model_validate(
+            {
+                "model": loaded.name,
+                "device": self.device,
+                "results": items,
+                "timings_ms": {
+                    "decode": (t1 - t0) * 1e3,
+                    "total": (time.perf_counter() - t0) * 1e3,
+                },
+            }
+        )
 
 
 _HOW_TO_GET = (

@@ -49,7 +49,7 @@ class Settings(BaseSettings):
         default=20, ge=0, description="Most alternatives per decoder step a request may ask for."
     )
     max_batch: int = Field(
-        default=16, ge=1, description="Most texts in one batch request (reserved for batch APIs)."
+        default=16, ge=1, description="Most texts in one POST /api/translate/batch request."
     )
     max_body_bytes: int = Field(
         default=64 * 1024,

@@ -125,6 +125,14 @@ def _decoding_memory(encoded: EncoderOutput, repeats: int = 1) -> EncoderOutput:
     return EncoderOutput(memory, mask, None)
 
 
+def _encode(model: Transformer, src: torch.Tensor, experiment: Experiment) -> EncoderOutput:
+    """The encoder pass of a decoding call, always with weights: they are the trace's encoder
+    maps (the trace pass reuses this memory rather than encoding again), and taking the same
+    arithmetic whether or not a trace is wanted keeps the output bit-identical either way. The
+    encoder runs once per call, so the unfused path costs little."""
+    return model.encode(src, experiment, need_weights=True)
+
+
 def _use_cache(experiment: Experiment, use_cache: bool) -> bool:
     # A cache assumes earlier positions never see later ones; with the causal mask off every
     # step must recompute the whole prefix.
@@ -145,9 +153,7 @@ def greedy_decode(
     c = model.config
     b = src.size(0)
     limits = max_lengths(model, src, max_len)  # [B]
-    # With a trace to make, the encoder runs once, with weights: its maps go into the trace and
-    # its memory serves decoding and the trace pass alike.
-    source = model.encode(src, experiment, need_weights=need_trace)
+    source = _encode(model, src, experiment)
     encoded = _decoding_memory(source)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
     ys = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)
@@ -208,9 +214,8 @@ def beam_search(
     b, k = src.size(0), beam_size
     dev = src.device
     limits = max_lengths(model, src, max_len).repeat_interleave(k)  # [B*K]
-    # Encode each sentence once (with weights when a trace is wanted, as in greedy_decode) and
-    # give every beam a copy of its memory: [B*K, S, d_model].
-    source = model.encode(src, experiment, need_weights=need_trace)
+    # Encode each sentence once and give every beam a copy of its memory: [B*K, S, d_model].
+    source = _encode(model, src, experiment)
     encoded = _decoding_memory(source, repeats=k)
     cache = model.new_cache() if _use_cache(experiment, use_cache) else None
 

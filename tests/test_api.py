@@ -316,6 +316,56 @@ def test_bad_input_gets_a_4xx_naming_the_field_and_limit(
         assert word in detail, (word, detail)
 
 
+# -- batch --------------------------------------------------------------------------------------
+BATCH = [SENTENCE, "Good morning!", "Where is the station? I would like a ticket."]
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_batch_translations_equal_one_by_one_translations(
+    client: TestClient, beam_size: int
+) -> None:
+    """One padded batch, one beam search: each result is what translating it alone gives."""
+    body = {"texts": [f" {t}\n" for t in BATCH], "beam_size": beam_size, "top_k": 2}
+    r = client.post("/api/translate/batch", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["model"] == "tiny" and out["device"] == "cpu"
+    assert [item["text"] for item in out["results"]] == BATCH
+    for text, item in zip(BATCH, out["results"], strict=True):
+        alone = client.post(
+            "/api/translate", json={"text": text, "beam_size": beam_size, "top_k": 2, "kinds": []}
+        ).json()
+        for key in ("translation", "source_tokens", "target_tokens"):
+            assert item[key] == alone[key], key
+        assert item["score"] == pytest.approx(alone["score"], abs=1e-4)
+        assert len(item["steps"]) == len(item["target_tokens"])
+        assert [len(s["alternatives"]) for s in item["steps"]] == [2] * len(item["steps"])
+        assert [s["token"] for s in item["steps"]] == item["target_tokens"]
+
+
+BAD_BATCHES = [
+    pytest.param({"texts": []}, ["texts", "at least 1"], id="empty-list"),
+    pytest.param({"texts": ["hi", "  "]}, ["texts.1", "empty"], id="empty-text"),
+    pytest.param({"texts": ["hi"] * 17}, ["texts", "17", "16", "max_batch"], id="too-many"),
+    pytest.param({"texts": ["hi", "a" * 1001]}, ["texts.1", "1000", "max_chars"], id="chars"),
+    pytest.param({"texts": ["hi", "a b " * 100]}, ["texts.1", "tokens", "128"], id="tokens"),
+    pytest.param({"texts": ["I ☃ snow", "hi"]}, ["texts.0", "☃"], id="unknown-chars"),
+    pytest.param({"texts": ["hi"], "beam_size": 9}, ["beam_size", "max_beam"], id="beam"),
+    pytest.param({"texts": "hi"}, ["texts", "list"], id="not-a-list"),
+    pytest.param({"text": "hi"}, ["texts", "text"], id="single-text-field"),
+]
+
+
+@pytest.mark.parametrize(("body", "words"), BAD_BATCHES)
+def test_bad_batches_get_a_422_naming_the_text_and_limit(
+    client: TestClient, body: dict, words: list[str]
+) -> None:
+    r = client.post("/api/translate/batch", json=body)
+    assert r.status_code == 422, r.text
+    for word in words:
+        assert word in r.json()["detail"], (word, r.json()["detail"])
+
+
 def test_validation_errors_also_carry_the_structured_error_list(client: TestClient) -> None:
     r = client.post("/api/translate", json={"text": "", "beam_size": 0})
     assert r.status_code == 422

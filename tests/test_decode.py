@@ -262,6 +262,21 @@ def test_trace_rows_equal_the_weights_seen_while_decoding_step_by_step_with_the_
             )
 
 
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_asking_for_a_trace_does_not_change_the_output_by_a_single_bit(
+    model: Transformer, beam_size: int
+) -> None:
+    with_trace = decode(model, SRC, beam_size=beam_size, need_trace=True)
+    without = decode(model, SRC, beam_size=beam_size, need_trace=False)
+    assert with_trace.trace is not None and without.trace is None
+    for a, b in zip(with_trace.hypotheses, without.hypotheses, strict=True):
+        assert (a.tokens, a.token_logprobs, a.alternatives) == (
+            b.tokens,
+            b.token_logprobs,
+            b.alternatives,
+        )
+
+
 def test_explicit_max_len_caps_every_output(model: Transformer) -> None:
     for out in (greedy_decode(model, SRC, max_len=3), beam_search(model, SRC, 3, max_len=3)):
         assert all(1 <= len(h.tokens) <= 3 for h in out.hypotheses)

@@ -7,7 +7,15 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import APIRouter, Response
 
 from app.deps import ServiceDep
-from app.schemas import ErrorOut, HealthOut, ModelOut, TranslateIn, TranslateOut
+from app.schemas import (
+    ErrorOut,
+    HealthOut,
+    ModelOut,
+    TranslateBatchIn,
+    TranslateBatchOut,
+    TranslateIn,
+    TranslateOut,
+)
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -51,4 +59,15 @@ def translate(req: TranslateIn, service: ServiceDep) -> Response:
     out = service.translate(req)
     # Serialise once in pydantic-core (the maps can hold ~10^5 floats); returning the model
     # would make FastAPI validate and serialise it a second time.
+    return Response(content=out.model_dump_json(), media_type="application/json")
+
+
+@router.post(
+    "/translate/batch",
+    response_model=TranslateBatchOut,
+    responses=_ERRORS,
+    summary="Translate up to max_batch sentences at once; tokens and steps, no maps",
+)
+def translate_batch(req: TranslateBatchIn, service: ServiceDep) -> Response:
+    out = service.translate_batch(req)
     return Response(content=out.model_dump_json(), media_type="application/json")
