@@ -31,6 +31,10 @@ class TextTooLongError(TokenizationError):
     """Text longer than the configured token limit."""
 
 
+class InvalidTextError(TokenizationError):
+    """A string that is not valid Unicode text (a lone surrogate, e.g. from undecodable bytes)."""
+
+
 class UnknownCharactersError(TokenizationError):
     """Text containing characters the vocabulary has never seen (they would all become <unk>)."""
 
@@ -122,22 +126,33 @@ class Tokenizer:
         """Text -> ids (with </s> appended when add_eos). Raises a TokenizationError subclass."""
         if not text or not text.strip():
             raise EmptyTextError("text is empty or only whitespace")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidTextError(
+                f"text is not valid Unicode: lone surrogate U+{ord(text[e.start]):04X} at "
+                f"position {e.start}"
+            ) from None
         enc = self.hf.encode(text)
         if not allow_unknown and self.unk_id in enc.ids:
-            norm = enc.normalized_str if hasattr(enc, "normalized_str") else text
-            chars = []
-            for tid, (start, end) in zip(enc.ids, enc.offsets, strict=True):
-                if tid == self.unk_id:
-                    for ch in text[start:end] or norm[start:end]:
-                        if ch not in chars and not ch.isspace():
-                            chars.append(ch)
-            raise UnknownCharactersError(chars or ["?"])
+            raise UnknownCharactersError(self.unknown_characters(text) or ["?"])
         ids = list(enc.ids) + ([self.eos_id] if add_eos else [])
         if max_tokens is not None and len(ids) > max_tokens:
             raise TextTooLongError(
                 f"text has {len(ids)} tokens, more than the limit of {max_tokens}; shorten it"
             )
         return ids
+
+    def unknown_characters(self, text: str) -> list[str]:
+        """The characters of `text`, as the model normalises it (NFKC: "I" + U+0301 becomes
+        "Í"), that are not in the vocabulary's alphabet and so would become <unk>."""
+        vocab = self.hf.get_vocab()
+        chars: list[str] = []
+        for ch in normalize(text):
+            if ch.isspace() or ch in chars or ch in vocab or WORD_START + ch in vocab:
+                continue
+            chars.append(ch)
+        return chars
 
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text; special tokens are dropped."""

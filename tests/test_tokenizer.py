@@ -10,6 +10,7 @@ from model.tokenizer import (
     SPECIAL_TOKENS,
     WORD_START,
     EmptyTextError,
+    InvalidTextError,
     TextTooLongError,
     TokenizationError,
     Tokenizer,
@@ -121,6 +122,20 @@ def test_unknown_characters_are_listed_in_the_error(tok: Tokenizer) -> None:
     # Allowed on request: they become <unk>.
     ids = tok.encode("The cat 😺", allow_unknown=True)
     assert tok.unk_id in ids
+
+
+def test_a_combining_mark_names_the_character_it_forms_not_its_base(tok: Tokenizer) -> None:
+    # NFKC turns "I" + U+0301 into "Í", which the vocabulary lacks; "I" itself is known.
+    with pytest.raises(UnknownCharactersError) as info:
+        tok.encode("I\u0301 like the cat.")
+    assert info.value.chars == ["Í"]
+
+
+def test_a_lone_surrogate_is_an_invalid_text_error_not_a_crash(tok: Tokenizer) -> None:
+    # Python decodes bytes that are not UTF-8 (e.g. in argv) to lone surrogates.
+    with pytest.raises(InvalidTextError, match="U\\+DCE9 at position 3"):
+        tok.encode("caf\udce9 au lait")
+    assert issubclass(InvalidTextError, TokenizationError)
 
 
 def test_saved_tokenizer_loads_back_identical(tok: Tokenizer, tmp_path: Path) -> None:
