@@ -59,27 +59,49 @@ class HealthOut(BaseModel):
     models: list[str]
 
 
-def clean_text(v: str) -> str:
+def clean_text(v: str, field: str = "text") -> str:
     """Strip; refuse empty text and text that is not valid Unicode (lone surrogates)."""
     v = v.strip()
     if not v:
-        raise PydanticCustomError("empty_text", "text must not be empty")
+        raise PydanticCustomError("empty_text", "{field} must not be empty", {"field": field})
     try:
         v.encode("utf-8")
     except UnicodeEncodeError as e:  # JSON "\ud800": a lone surrogate, not a character
         raise PydanticCustomError(
             "invalid_text",
-            "text must be valid Unicode; it has a lone surrogate at {pos}",
-            {"pos": e.start},
+            "{field} must be valid Unicode; it has a lone surrogate at {pos}",
+            {"field": field, "pos": e.start},
         ) from None
     return v
 
 
-class TranslateIn(BaseModel):
+#: One sentence of a list: stripped, not empty (errors name the index, e.g. `texts.1`).
+ItemText = Annotated[str, AfterValidator(clean_text)]
+
+
+class DecodingIn(BaseModel):
+    """What every translate request shares: the model and how to decode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(
+        default=None,
+        pattern=MODEL_NAME_PATTERN,
+        description="A name from GET /api/models; default: the first model.",
+    )
+    beam_size: int = Field(default=1, ge=1, description="1 = greedy; at most max_beam (8).")
+    max_length: int | None = Field(
+        default=None, ge=1, description="Most target tokens; at most max_tokens (256)."
+    )
+    alpha: float = Field(
+        default=0.6, ge=0.0, le=2.0, allow_inf_nan=False, description="Beam length penalty."
+    )
+
+
+class TranslateIn(DecodingIn):
     """One sentence to translate, how to decode it and which attention maps to return."""
 
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "examples": [{"text": "The cat is sleeping on the sofa.", "beam_size": 4}]
         },
@@ -90,20 +112,8 @@ class TranslateIn(BaseModel):
         "(default 1000) and at most max_tokens tokens.",
         examples=["The cat is sleeping on the sofa."],
     )
-    model: str | None = Field(
-        default=None,
-        pattern=MODEL_NAME_PATTERN,
-        description="A name from GET /api/models; default: the first model.",
-    )
-    beam_size: int = Field(default=1, ge=1, description="1 = greedy; at most max_beam (8).")
-    max_length: int | None = Field(
-        default=None, ge=1, description="Most target tokens; at most max_tokens (256)."
-    )
     top_k: int = Field(
         default=5, ge=0, description="Alternatives reported per step; at most max_top_k (20)."
-    )
-    alpha: float = Field(
-        default=0.6, ge=0.0, le=2.0, allow_inf_nan=False, description="Beam length penalty."
     )
     encoding: Encoding = Field(
         default="nested",
@@ -202,36 +212,23 @@ class TranslateOut(BaseModel):
     )
 
 
-class TranslateBatchIn(BaseModel):
+class TranslateBatchIn(DecodingIn):
     """Several sentences decoded together (one batched beam search): translations, tokens and
     steps, without attention maps (ask /api/translate for one sentence's maps)."""
 
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "examples": [{"texts": ["Good morning!", "Where is the station?"], "beam_size": 4}]
         },
     )
 
-    texts: list[Annotated[str, AfterValidator(clean_text)]] = Field(
+    texts: list[ItemText] = Field(
         min_length=1,
         description="1..max_batch (default 16) English inputs, each like /api/translate's text.",
         examples=[["Good morning!", "Where is the station?"]],
     )
-    model: str | None = Field(
-        default=None,
-        pattern=MODEL_NAME_PATTERN,
-        description="A name from GET /api/models; default: the first model.",
-    )
-    beam_size: int = Field(default=1, ge=1, description="1 = greedy; at most max_beam (8).")
-    max_length: int | None = Field(
-        default=None, ge=1, description="Most target tokens; at most max_tokens (256)."
-    )
     top_k: int = Field(
         default=0, ge=0, description="Alternatives reported per step; at most max_top_k (20)."
-    )
-    alpha: float = Field(
-        default=0.6, ge=0.0, le=2.0, allow_inf_nan=False, description="Beam length penalty."
     )
 
 

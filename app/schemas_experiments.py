@@ -9,12 +9,12 @@ the settings or from the chosen model (layer and head counts, the sentence's len
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from pydantic_core import PydanticCustomError
 
-from app.schemas import MODEL_NAME_PATTERN, TranslateIn, TranslateOut
+from app.schemas import MODEL_NAME_PATTERN, ItemText, TranslateIn, TranslateOut, clean_text
 from model.experiment import AttentionKind, Experiment, HeadRef
 
 MaskFill = Literal["-inf", "-1e9", "-1e-12"]
@@ -22,29 +22,6 @@ MaskFill = Literal["-inf", "-1e9", "-1e-12"]
 MASK_FILLS: dict[str, float] = {"-inf": -math.inf, "-1e9": -1e9, "-1e-12": -1e-12}
 
 Matrix = list[list[float]]
-
-
-def _clean_text(v: str, field: str) -> str:
-    v = v.strip()
-    if not v:
-        raise PydanticCustomError("empty_text", "{field} must not be empty", {"field": field})
-    try:
-        v.encode("utf-8")
-    except UnicodeEncodeError as e:  # JSON "\ud800": a lone surrogate, not a character
-        raise PydanticCustomError(
-            "invalid_text",
-            "{field} must be valid Unicode; it has a lone surrogate at {pos}",
-            {"field": field, "pos": e.start},
-        ) from None
-    return v
-
-
-def _item_text(v: str) -> str:
-    return _clean_text(v, "text")
-
-
-#: One sentence of a list: stripped, not empty (errors name the index, e.g. `texts.1`).
-ItemText = Annotated[str, AfterValidator(_item_text)]
 
 
 # -- the experiment -------------------------------------------------------------------------------
@@ -173,7 +150,7 @@ class ExperimentIn(TranslateIn):
     @field_validator("target")
     @classmethod
     def _strip_target(cls, v: str | None) -> str | None:
-        return None if v is None else _clean_text(v, "target")
+        return None if v is None else clean_text(v, "target")
 
 
 class TokenScoreOut(BaseModel):
@@ -250,7 +227,7 @@ class SentenceIn(BaseModel):
     @field_validator("text")
     @classmethod
     def _strip(cls, v: str) -> str:
-        return _clean_text(v, "text")
+        return clean_text(v, "text")
 
 
 class SentenceVectorsOut(BaseModel):
