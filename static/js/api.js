@@ -104,3 +104,44 @@ export function errorText(err) {
   console.warn(err); // a bug, not bad input: keep the stack
   return `Something went wrong while drawing: ${err.message}`;
 }
+
+/** Mark a button busy (disabled, spinner) and a region aria-busy; either may be null. */
+function markBusy(button, region, busy) {
+  if (button) {
+    button.disabled = busy;
+    button.classList.toggle("is-busy", busy);
+  }
+  region?.setAttribute("aria-busy", String(busy));
+}
+
+/**
+ * The latest of a series of requests from one form: starting a run aborts the one before, so an
+ * answer that arrives late never overwrites a newer one. `run(work, {button, errorBox, region})`
+ * marks the button and region busy, clears the error box, awaits `work(signal, isCurrent)` (which
+ * passes `signal` to its fetch and checks `isCurrent()` after each await), shows what went wrong
+ * in the box (an aborted run stays silent), and clears the busy marks when the latest run ends.
+ */
+export class LatestRequest {
+  constructor() {
+    this.controller = null;
+  }
+
+  async run(work, { button = null, errorBox = null, region = null } = {}) {
+    this.controller?.abort();
+    const controller = new AbortController();
+    this.controller = controller;
+    const isCurrent = () => this.controller === controller;
+    markBusy(button, region, true);
+    if (errorBox) showError(errorBox, null);
+    try {
+      await work(controller.signal, isCurrent);
+    } catch (err) {
+      if (err.name !== "AbortError" && errorBox && isCurrent()) showError(errorBox, errorText(err));
+    } finally {
+      if (isCurrent()) {
+        this.controller = null;
+        markBusy(button, region, false);
+      }
+    }
+  }
+}

@@ -58,6 +58,7 @@ class HeadsPage {
     this.scale = p.get("noscale") !== "1";
     const t = Number(p.get("temp"));
     this.tempSlider = Number.isFinite(t) && t > 0 ? Math.max(-3, Math.min(3, Math.round(Math.log2(t) * 4) / 4)) : 0;
+    this.request = new api.LatestRequest();
     this.out = null;
     this.maps = null;
     this.timer = 0;
@@ -163,20 +164,12 @@ class HeadsPage {
   // -- the experiment --------------------------------------------------------------------------
   async run() {
     clearTimeout(this.timer);
-    const box = $("heads-error");
-    const button = $("run");
-    this.inflight?.abort();
-    const controller = new AbortController();
-    this.inflight = controller;
-    button.disabled = true;
-    button.classList.toggle("is-busy", true);
-    $("maps").setAttribute("aria-busy", "true");
-    api.showError(box, null);
     const text = $("text").value;
-    try {
+    const where = { button: $("run"), errorBox: $("heads-error"), region: $("maps") };
+    await this.request.run(async (signal, isCurrent) => {
       const body = experimentBody({ text, top_k: 0, experiment: this.experiment() });
-      const { body: out } = await api.postJSON("/api/experiment", body, { signal: controller.signal });
-      if (this.inflight !== controller) return;
+      const { body: out } = await api.postJSON("/api/experiment", body, { signal });
+      if (!isCurrent()) return;
       this.out = out;
       this.maps = decodeExperiment(out);
       $("experiment").hidden = false;
@@ -194,17 +187,7 @@ class HeadsPage {
       await this.drawMaps();
       $("status").textContent = `${out.diff.translation_changed ? "The translation changed" : "Same translation"}; log-probability change ${fmt(out.diff.logprob_change, 2)}`;
       markRendered("experiment");
-    } catch (err) {
-      if (err.name === "AbortError") return;
-      api.showError(box, api.errorText(err));
-    } finally {
-      if (this.inflight === controller) {
-        this.inflight = null;
-        button.disabled = false;
-        button.classList.toggle("is-busy", false);
-        $("maps").setAttribute("aria-busy", "false");
-      }
-    }
+    }, where);
   }
 
   renderGrid() {

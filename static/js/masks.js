@@ -34,11 +34,6 @@ function flatten(rows) {
   return out;
 }
 
-function setBusy(button, busy) {
-  button.disabled = busy;
-  button.classList.toggle("is-busy", busy);
-}
-
 function parseIndex(value, fallback) {
   return /^\d{1,3}$/.test(value ?? "") ? Number(value) : fallback;
 }
@@ -64,6 +59,8 @@ class MasksPage {
       hide: p.has("hide") ? (p.get("hide") || "").split(",").filter((x) => /^\d+$/.test(x)).map(Number) : [1],
       view: p.get("view") ?? "cross.0.0",
     };
+    this.request = new api.LatestRequest(); // the batch's /api/masks
+    this.hideRequest = new api.LatestRequest(); // the hidden-token experiment
     this.out = null; // last /api/masks response
     this.sentTexts = []; // the texts of that response
     this.hideOut = null;
@@ -183,17 +180,11 @@ class MasksPage {
       head: Number($("head").value),
     });
     const s = this.state;
-    const button = $("masks-run");
-    this.inflight?.abort();
-    const controller = new AbortController();
-    this.inflight = controller;
-    setBusy(button, true);
-    api.showError(box, null);
-    try {
+    await this.request.run(async (signal, isCurrent) => {
       const body = { texts: s.texts, layer: s.layer, head: s.head, item: s.item };
       if (s.refs.length) body.targets = s.refs;
-      const { body: out } = await api.postJSON("/api/masks", body, { signal: controller.signal });
-      if (this.inflight !== controller) return;
+      const { body: out } = await api.postJSON("/api/masks", body, { signal });
+      if (!isCurrent()) return;
       const itemText = (texts) => texts[s.item];
       if (prevTexts.length && itemText(prevTexts) !== itemText(s.texts)) s.hide = []; // another sentence
       this.out = out;
@@ -210,15 +201,7 @@ class MasksPage {
       markRendered("masks");
       this.renderHideTokens();
       await this.runHide();
-    } catch (err) {
-      if (err.name === "AbortError") return;
-      api.showError(box, api.errorText(err));
-    } finally {
-      if (this.inflight === controller) {
-        this.inflight = null;
-        setBusy(button, false);
-      }
-    }
+    }, { button: $("masks-run"), errorBox: box });
   }
 
   async drawBatch() {
@@ -455,20 +438,14 @@ class MasksPage {
   }
 
   async runHide() {
-    const box = $("hide-error");
-    this.hideInflight?.abort();
-    const controller = new AbortController();
-    this.hideInflight = controller;
-    $("hide-result").setAttribute("aria-busy", "true");
-    api.showError(box, null);
-    try {
+    await this.hideRequest.run(async (signal, isCurrent) => {
       const body = experimentBody({
         text: this.sentTexts[this.state.item],
         top_k: 0,
         experiment: { hide_source: this.state.hide },
       });
-      const { body: out } = await api.postJSON("/api/experiment", body, { signal: controller.signal });
-      if (this.hideInflight !== controller) return;
+      const { body: out } = await api.postJSON("/api/experiment", body, { signal });
+      if (!isCurrent()) return;
       this.hideOut = out;
       this.hideMaps = decodeExperiment(out);
       $("hide-result").hidden = false;
@@ -477,15 +454,7 @@ class MasksPage {
       await this.drawHide();
       $("status").textContent = `Hidden tokens: ${this.state.hide.length}. ${out.diff.translation_changed ? "The translation changed." : "The translation did not change."}`;
       markRendered("hide");
-    } catch (err) {
-      if (err.name === "AbortError") return;
-      api.showError(box, api.errorText(err));
-    } finally {
-      if (this.hideInflight === controller) {
-        this.hideInflight = null;
-        $("hide-result").setAttribute("aria-busy", "false");
-      }
-    }
+    }, { errorBox: $("hide-error"), region: $("hide-result") });
   }
 
   async onPick() {

@@ -18,12 +18,6 @@ function parseList(text) {
   return parts.map(Number);
 }
 
-function setBusy(button, busy, label) {
-  button.disabled = busy;
-  button.classList.toggle("is-busy", busy);
-  if (label) button.querySelector(".btn-label").textContent = label;
-}
-
 class PositionalPage {
   constructor(pageData) {
     const model = (pageData.models ?? [])[0];
@@ -36,6 +30,9 @@ class PositionalPage {
       text: p.get("text") ?? "",
       perm: parseList(p.get("perm")),
     };
+    this.encodingRequest = new api.LatestRequest();
+    this.sentenceRequest = new api.LatestRequest();
+    this.orderRequest = new api.LatestRequest();
     this.tokens = null; // source tokens of the current sentence
     this.perm = null; // current permutation
     this.orderTimer = 0;
@@ -104,11 +101,9 @@ class PositionalPage {
     }
     const q = new URLSearchParams({ positions: String(positions), d_model: String(dModel) });
     for (const d of dims) q.append("dims", String(d));
-    const button = $("pe-draw");
-    setBusy(button, true);
-    api.showError(box, null);
-    try {
-      const out = await api.getJSON(`/api/positional?${q.toString()}`);
+    await this.encodingRequest.run(async (signal, isCurrent) => {
+      const out = await api.getJSON(`/api/positional?${q.toString()}`, { signal });
+      if (!isCurrent()) return;
       Object.assign(this.state, { positions: out.positions, dModel: out.d_model, dims: dimsText });
       this.writeUrl();
       const posLabels = [...Array(out.positions).keys()].map(String);
@@ -152,22 +147,15 @@ class PositionalPage {
         }),
       ]);
       markRendered("encoding");
-    } catch (err) {
-      api.showError(box, api.errorText(err));
-    } finally {
-      setBusy(button, false);
-    }
+    }, { button: $("pe-draw"), errorBox: box });
   }
 
   // -- the sentence ----------------------------------------------------------------------------
   async loadSentence() {
     const text = $("sent-text").value;
-    const box = $("sent-error");
-    const button = $("sent-run");
-    setBusy(button, true);
-    api.showError(box, null);
-    try {
-      const { body: out } = await api.postJSON("/api/positional/sentence", { text });
+    await this.sentenceRequest.run(async (signal, isCurrent) => {
+      const { body: out } = await api.postJSON("/api/positional/sentence", { text }, { signal });
+      if (!isCurrent()) return;
       this.state.text = text.trim();
       this.tokens = out.tokens;
       $("sent-empty").hidden = true;
@@ -210,11 +198,7 @@ class PositionalPage {
       this.setPerm(valid ? fromUrl : [...[...Array(n - 1).keys()].reverse(), n - 1], false);
       markRendered("sentence");
       await this.runOrder();
-    } catch (err) {
-      api.showError(box, api.errorText(err));
-    } finally {
-      setBusy(button, false);
-    }
+    }, { button: $("sent-run"), errorBox: $("sent-error") });
   }
 
   // -- the order experiment --------------------------------------------------------------------
@@ -290,20 +274,13 @@ class PositionalPage {
   async runOrder() {
     clearTimeout(this.orderTimer);
     if (!this.perm) return;
-    const button = $("order-run");
-    const box = $("order-error");
-    this.inflight?.abort();
-    const controller = new AbortController();
-    this.inflight = controller;
-    setBusy(button, true);
-    api.showError(box, null);
-    try {
+    await this.orderRequest.run(async (signal, isCurrent) => {
       const { body: out } = await api.postJSON(
         "/api/order",
         { text: this.state.text, permutation: this.perm },
-        { signal: controller.signal },
+        { signal },
       );
-      if (this.inflight !== controller) return;
+      if (!isCurrent()) return;
       const rows = clear($("order-rows"));
       for (const run of out.runs) {
         rows.append(
@@ -343,15 +320,7 @@ class PositionalPage {
       $("status").textContent = `Order experiment: without positional encoding the max difference is ${off.encoder_max_diff.toExponential(1)}`;
       await afterPaint();
       markRendered("order");
-    } catch (err) {
-      if (err.name === "AbortError") return;
-      api.showError(box, api.errorText(err));
-    } finally {
-      if (this.inflight === controller) {
-        this.inflight = null;
-        setBusy(button, false);
-      }
-    }
+    }, { button: $("order-run"), errorBox: $("order-error") });
   }
 
   start() {
