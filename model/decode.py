@@ -1,10 +1,11 @@
 """Greedy and beam-search decoding with a key/value cache.
 
 Both return, per batch item, the output ids, each step's log-probability, the top-k alternatives
-of each step, and the attention trace of the chosen output. The trace comes from one
-teacher-forced forward pass over the chosen output with weights on: for the paper's computation
-it equals the weights seen while decoding step by step (a test proves it), and it costs one
-parallel pass instead of materialising weights at every step of every beam.
+of each step, and the attention trace of the chosen output. The trace's encoder maps come from
+the decoding call's own encoder pass; its decoder maps from one teacher-forced decoder pass over
+the chosen output with weights on. For the paper's computation that equals the weights seen
+while decoding step by step (a test proves it), and it costs one parallel pass instead of
+materialising weights at every step of every beam.
 """
 
 from __future__ import annotations
@@ -91,12 +92,9 @@ def trace_outputs(
     return AttentionTrace(encoded.weights, decoded.self_weights, decoded.cross_weights)
 
 
-def _top_k(logp: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
-    """logp [N, V] -> per row, the k most likely (id, probability)."""
-    if k <= 0:
-        return [[] for _ in range(logp.size(0))]
-    values, ids = logp.topk(min(k, logp.size(-1)), dim=-1)
-    probs = values.exp().tolist()
+def _alternatives(lp: torch.Tensor, ids: torch.Tensor) -> list[list[tuple[int, float]]]:
+    """Top-k log-probs and ids [N, k] -> per row, the (id, probability) pairs."""
+    probs = lp.exp().tolist()
     return [list(zip(i, p, strict=True)) for i, p in zip(ids.tolist(), probs, strict=True)]
 
 
@@ -167,9 +165,11 @@ def greedy_decode(
         else:
             out = model.decode(ys, encoded, experiment)
         logp = _next_token_logprobs(model, out.logits[:, -1])  # [B, V]
-        best = logp.argmax(dim=-1)
-        alts = _top_k(logp, top_k)
-        best_lp = logp.gather(1, best[:, None]).squeeze(1).tolist()
+        # One top-k gives both the choice (its first entry) and the alternatives shown.
+        top_lp, top_id = logp.topk(min(max(top_k, 1), logp.size(-1)), dim=-1)
+        best = top_id[:, 0]
+        best_lp = top_lp[:, 0].tolist()
+        alts = _alternatives(top_lp[:, :top_k], top_id[:, :top_k])
         done = finished.tolist()  # one transfer per step, not one per batch item
         for i, tok in enumerate(best.tolist()):
             if not done[i]:
@@ -252,9 +252,8 @@ def beam_search(
         was_finished = finished[beam_idx]
         ys = torch.cat([ys[beam_idx], token[:, None]], dim=1)
         tok_lp = torch.cat([tok_lp[beam_idx], step_lp[:, None]], dim=1)
-        if top_k > 0:
-            alt_ids = torch.cat([alt_ids[beam_idx], best_id[beam_idx, None, :top_k]], dim=1)
-            alt_lp = torch.cat([alt_lp[beam_idx], best_lp[beam_idx, None, :top_k]], dim=1)
+        alt_ids = torch.cat([alt_ids[beam_idx], best_id[beam_idx, None, :top_k]], dim=1)
+        alt_lp = torch.cat([alt_lp[beam_idx], best_lp[beam_idx, None, :top_k]], dim=1)
         lengths = lengths[beam_idx] + (~was_finished).long()
         finished = was_finished | (token == c.eos_id) | (lengths >= limits)
         if cache is not None:
@@ -276,12 +275,7 @@ def beam_search(
     for i in range(b):
         j = i * k + int(best[i])
         n = int(lengths[j])
-        alts = []
-        if top_k > 0:
-            ids, lps = alt_ids[j, :n].tolist(), alt_lp[j, :n].exp().tolist()
-            alts = [list(zip(a, p, strict=True)) for a, p in zip(ids, lps, strict=True)]
-        else:
-            alts = [[] for _ in range(n)]
+        alts = _alternatives(alt_lp[j, :n], alt_ids[j, :n])  # [] per step when top_k is 0
         hyps.append(
             Hypothesis(
                 tokens=ys[j, 1 : n + 1].tolist(),
