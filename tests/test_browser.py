@@ -338,6 +338,8 @@ def test_a_long_sentence_labels_every_kth_token_until_zoomed_in(session: Explore
     assert step > 1 and fig["xvals"] == list(range(0, n, step))
     assert unescape_plotly(fig["x"]) == [tokens[i] for i in fig["xvals"]]
     assert fig["xticks"] == [tokens[i] for i in fig["xvals"]]
+    x_title = "() => document.querySelector('#heatmap .g-xtitle').textContent"
+    assert page.evaluate(x_title) == f"source token (key) · 1 in {step} labelled, zoom in for all"
 
     page.evaluate(
         "() => Plotly.relayout(document.getElementById('heatmap'), {'xaxis.range': [9.5, 20.5]})"
@@ -348,6 +350,7 @@ def test_a_long_sentence_labels_every_kth_token_until_zoomed_in(session: Explore
     fig = session.figure()
     assert fig["xvals"] == list(range(10, 21))
     assert unescape_plotly(fig["x"]) == tokens[10:21]
+    assert page.evaluate(x_title) == "source token (key)"
 
 
 def test_switching_kind_and_scale_redraws_with_the_right_tokens(session: ExplorerSession) -> None:

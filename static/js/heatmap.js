@@ -76,6 +76,14 @@ function lineTicks(text, lo, hi, px) {
   return { ...axisTicks(tickIndices(lo, hi, px), text), tickfont: { size: 12 } };
 }
 
+/** An axis title, saying so when only every k-th token is labelled (hover still names each). */
+function axisTitleText(title, ticks) {
+  const v = ticks.tickvals;
+  const step = v.length > 1 ? v[1] - v[0] : 1;
+  const text = plotlyText(title ?? "");
+  return step > 1 ? `${text} · 1 in ${step} labelled, zoom in for all` : text;
+}
+
 /** Estimated size of the plotting area (inside the tick labels and colour bar) in pixels. */
 function plotArea(div, height) {
   return { width: Math.max(200, (div.clientWidth || 700) - 180), height: Math.max(120, height - 120) };
@@ -106,7 +114,10 @@ function relabelOnZoom(div) {
     const area = plotArea(div, div.layout.height);
     const x = keyTicks(ticks.x, Math.min(x0, x1), Math.max(x0, x1), area.width);
     const y = lineTicks(ticks.y, Math.min(y0, y1), Math.max(y0, y1), area.height);
-    const update = {};
+    const update = {
+      "xaxis.title.text": axisTitleText(ticks.xTitle, x),
+      "yaxis.title.text": axisTitleText(ticks.yTitle, y),
+    };
     for (const [axis, t] of [["xaxis", x], ["yaxis", y]]) {
       for (const [key, value] of Object.entries(t)) update[`${axis}.${key}`] = value;
     }
@@ -160,7 +171,7 @@ export function drawHeatmap(div, opts) {
     ticks: "",
     automargin: true,
     fixedrange: false,
-    title: { text: plotlyText(title ?? ""), standoff: 8, font: { size: 12, color: "#5b6478" } },
+    title: { text: axisTitleText(title, ticks), standoff: 8, font: { size: 12, color: "#5b6478" } },
   });
   const trace = {
     type: "heatmap",
@@ -206,7 +217,7 @@ export function drawHeatmap(div, opts) {
     toImageButtonOptions: { format: "png", filename: opts.filename ?? "attnscope-heatmap", scale: 2 },
   };
   // Every token's label, for relabelling the visible range after a zoom.
-  div._attnscopeTicks = { x: xText, y: yText };
+  div._attnscopeTicks = { x: xText, y: yText, xTitle: opts.xTitle, yTitle: opts.yTitle };
   return window.Plotly.react(div, [trace], layout, config).then((gd) => {
     relabelOnZoom(gd);
     return gd;
