@@ -188,7 +188,7 @@ class ExplorerPage {
     performance.mark("attnscope:grid-drawn");
     const gridMs = performance.measure("attnscope:grid", "attnscope:response", "attnscope:grid-drawn").duration;
     await this.drawSelection();
-    if (!(await renderSteps($("steps"), this.response.steps ?? [], stale))) return;
+    if (stale() || !(await renderSteps($("steps"), this.response.steps ?? [], stale))) return;
     performance.mark("attnscope:heatmap-drawn");
     performance.measure("attnscope:views", "attnscope:response", "attnscope:heatmap-drawn");
     const totalMs = performance.now() - t0;
