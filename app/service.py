@@ -349,7 +349,6 @@ class InferenceService:
     def check_limits(self, req: TranslateIn | TranslateBatchIn) -> None:
         """Raise InputError for a request over the configured limits."""
         s = self.settings
-        texts = {"text": req.text} if isinstance(req, TranslateIn) else {}
         if isinstance(req, TranslateBatchIn):
             if len(req.texts) > s.max_batch:
                 raise InputError(
@@ -357,6 +356,8 @@ class InferenceService:
                     f"{len(req.texts)} texts; the limit is {s.max_batch} per request (max_batch)",
                 )
             texts = {f"texts.{i}": t for i, t in enumerate(req.texts)}
+        else:
+            texts = {"text": req.text}
         for field, text in texts.items():
             if len(text) > s.max_chars:
                 raise InputError(
