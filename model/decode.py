@@ -92,7 +92,7 @@ def trace_outputs(
     return AttentionTrace(encoded.weights, decoded.self_weights, decoded.cross_weights)
 
 
-def _alternatives(lp: torch.Tensor, ids: torch.Tensor) -> list[list[tuple[int, float]]]:
+def alternatives_of(lp: torch.Tensor, ids: torch.Tensor) -> list[list[tuple[int, float]]]:
     """Top-k log-probs and ids [N, k] -> per row, the (id, probability) pairs."""
     probs = lp.exp().tolist()
     return [list(zip(i, p, strict=True)) for i, p in zip(ids.tolist(), probs, strict=True)]
@@ -169,7 +169,7 @@ def greedy_decode(
         top_lp, top_id = logp.topk(min(max(top_k, 1), logp.size(-1)), dim=-1)
         best = top_id[:, 0]
         best_lp = top_lp[:, 0].tolist()
-        alts = _alternatives(top_lp[:, :top_k], top_id[:, :top_k])
+        alts = alternatives_of(top_lp[:, :top_k], top_id[:, :top_k])
         done = finished.tolist()  # one transfer per step, not one per batch item
         for i, tok in enumerate(best.tolist()):
             if not done[i]:
@@ -275,7 +275,7 @@ def beam_search(
     for i in range(b):
         j = i * k + int(best[i])
         n = int(lengths[j])
-        alts = _alternatives(alt_lp[j, :n], alt_ids[j, :n])  # [] per step when top_k is 0
+        alts = alternatives_of(alt_lp[j, :n], alt_ids[j, :n])  # [] per step when top_k is 0
         hyps.append(
             Hypothesis(
                 tokens=ys[j, 1 : n + 1].tolist(),

@@ -6,13 +6,14 @@ read-only model, so one Translator can serve concurrent requests.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 import torch
 
 from model.checkpoint import Bundle
-from model.decode import decode, decoder_inputs
+from model.decode import alternatives_of, decode, decoder_inputs
 from model.experiment import PAPER, Experiment
 from model.tokenizer import TokenizationError
 from model.trace import AttentionTrace
@@ -78,7 +79,7 @@ class Translator:
         tok = self.tokenizer
         tokens = tok.tokens(out_ids)
         steps = [
-            Step(t, i, float(torch.tensor(lp).exp()), [(tok.tokens([a])[0], p) for a, p in alts])
+            Step(t, i, math.exp(lp), [(tok.tokens([a])[0], p) for a, p in alts])
             for t, i, lp, alts in zip(tokens, out_ids, logprobs, alternatives, strict=True)
         ]
         dec_in = [tok.tokens([self.model.config.bos_id])[0], *tokens[:-1]]
@@ -193,13 +194,8 @@ class Translator:
         trace = forced.trace
         logp = forced.logits[0].float().log_softmax(-1)  # [T, V]
         chosen = logp.gather(1, torch.tensor(out_ids, device=logp.device)[:, None]).squeeze(1)
-        values, alt = (
-            logp.topk(min(top_k, logp.size(-1)), dim=-1) if top_k > 0 else (logp[:, :0],) * 2
-        )
-        alternatives = [
-            list(zip(a, p, strict=True))
-            for a, p in zip(alt.tolist(), values.exp().tolist(), strict=True)
-        ]
+        values, alt = logp.topk(min(top_k, logp.size(-1)), dim=-1)  # top_k 0: empty rows
+        alternatives = alternatives_of(values, alt)
         res = self._result(
             text, ids[0], out_ids, chosen.tolist(), alternatives, float(chosen.sum()), trace, 0
         )

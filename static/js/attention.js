@@ -169,20 +169,20 @@ export class AttentionMaps {
   }
 }
 
+/** The attention kinds a response holds, in canonical order. */
+function kindsIn(attention) {
+  return KIND_NAMES.filter((kind) => attention?.[kind]);
+}
+
 /** Decode every kind in a translate response: {kind: AttentionMaps}. */
 export function decodeAttention(attention) {
-  const out = {};
-  for (const kind of KIND_NAMES) {
-    if (attention && attention[kind]) out[kind] = AttentionMaps.fromPayload(attention[kind], kind);
-  }
-  return out;
+  return Object.fromEntries(kindsIn(attention).map((kind) => [kind, AttentionMaps.fromPayload(attention[kind], kind)]));
 }
 
 /** decodeAttention, one kind per task (a 256-token response holds megabytes of maps). */
 export async function decodeAttentionSliced(attention) {
   const out = {};
-  for (const kind of KIND_NAMES) {
-    if (!attention?.[kind]) continue;
+  for (const kind of kindsIn(attention)) {
     await nextTask();
     out[kind] = AttentionMaps.fromPayload(attention[kind], kind);
   }
